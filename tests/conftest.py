@@ -31,7 +31,8 @@ def write_tiny_bert(folder: Path, seed: int = 0) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     vocab_file = folder / "vocab.txt"
     vocab_file.write_text("\n".join(_tiny_vocab()) + "\n", encoding="utf-8")
-    tokenizer = BertTokenizerFast(vocab_file=str(vocab_file), do_lower_case=True)
+    # transformers 5 takes the vocabulary as `vocab` (a path or a dict); `vocab_file` is ignored there.
+    tokenizer = BertTokenizerFast(vocab=str(vocab_file), do_lower_case=True)
     torch.manual_seed(seed)
     config = BertConfig(vocab_size=len(_tiny_vocab()), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=64, max_position_embeddings=64)

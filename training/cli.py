@@ -8,6 +8,15 @@ import typer
 def register(app: typer.Typer) -> None:
     """Add the training commands to the ``sapbert`` app."""
     # TRAINING-COMMANDS
+    from .train_cli import register as register_training
+
+    register_training(app)
     # EVALUATION-COMMANDS
+    from .eval_cli import register as register_evaluation
+
+    register_evaluation(app)
     # NER-COMMANDS
+    from training.ner_cli import register as register_ner
+
+    register_ner(app)
     return None

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import FrozenSet, Iterable, Iterator, List, Optional, Tuple, Union
 
 from spacy_sapbert.errors import InputError
+from spacy_sapbert.sources.textfile import iter_lines
 
 PathLike = Union[str, Path]
 NO_ID = "-1"
@@ -88,16 +89,8 @@ def read_pubtator(path: PathLike, check_text: bool = True, extra_prefixes: Itera
     if not path.is_file():
         raise InputError("PubTator file not found", path)
     doc: Optional[Document] = None
-    try:
-        handle = path.open(encoding="utf-8")
-        lines = list(handle)
-        handle.close()
-    except UnicodeDecodeError as err:
-        raise InputError(f"not UTF-8 text ({err.reason} at byte {err.start})", path) from err
-    if not any(line.strip() for line in lines):
-        raise InputError("empty PubTator file", path)
-    for line_no, line in enumerate(lines, 1):
-        line = line.rstrip("\n").rstrip("\r")
+    # iter_lines: gzip or plain, decoded line by line so a bad byte names its line, empty file = error
+    for line_no, line in iter_lines(path):
         if not line.strip():
             if doc is not None:
                 yield doc

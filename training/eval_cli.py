@@ -1,0 +1,96 @@
+"""``sapbert evaluate`` and ``sapbert evaluate-report``.
+
+Registered on the ``sapbert`` app by :func:`training.cli.register`.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+import typer
+
+from spacy_sapbert.errors import InputError
+
+logger = logging.getLogger(__name__)
+
+
+def _fail(err: Exception) -> None:
+    typer.echo(f"error: {err}", err=True)
+    raise typer.Exit(2)
+
+
+def evaluate_command(
+    dataset: List[str] = typer.Option(
+        ..., "--dataset", "-d",
+        help="ncbi-dev | ncbi-test | bc5cdr-disease-dev | bc5cdr-chemical-dev | bc5cdr-disease-test | "
+             "bc5cdr-chemical-test, or a name for --corpus (repeatable)."),
+    model: List[str] = typer.Option(
+        ..., "--model", "-m",
+        help="exact | tfidf | scispacy | a model folder or name (dense linker). Optional LABEL= prefix, @cls/@mean "
+             "suffix, {dataset}/{family}/{corpus} placeholders (repeatable)."),
+    kb_only: bool = typer.Option(False, "--kb-only", help="Dictionary = the KB alone (default: KB + training mentions)."),
+    both: bool = typer.Option(False, "--both-dictionaries", help="Evaluate with both dictionaries."),
+    as_json: bool = typer.Option(False, "--json", help="Print the full results as JSON."),
+    assets: Path = typer.Option(Path("assets"), help="Folder holding corpora/ (the assets step's copy)."),
+    kbs: Path = typer.Option(Path("kbs"), help="Folder holding <kb>.jsonl.gz (medic, mesh)."),
+    corpus: Optional[Path] = typer.Option(None, help="Any PubTator file to evaluate (with --kb; --dataset names it)."),
+    train: Optional[List[Path]] = typer.Option(None, help="PubTator file(s) whose mentions join the dictionary."),
+    kb: Optional[Path] = typer.Option(None, "--kb", help="KB file for --corpus."),
+    types: Optional[List[str]] = typer.Option(None, "--type", help="Only mentions of this type (with --corpus)."),
+    output_dir: Optional[Path] = typer.Option(None, help="Write one JSON per result here (e.g. metrics/eval)."),
+    predictions: Optional[Path] = typer.Option(None, help="Write per-query predictions (JSONL) into this folder."),
+    pooling: Optional[str] = typer.Option(None, help="cls | mean for dense models (default: the model's setting)."),
+    device: str = typer.Option("auto", help="Device of dense models: auto | cpu | cuda[:N]."),
+    batch_size: int = typer.Option(256, help="Encoding batch size of dense models."),
+    skip_missing: bool = typer.Option(False, help="Leave out model folders that do not exist (yet), with a warning."),
+    abbreviations: bool = typer.Option(True, help="Expand abbreviations from the abstract (the protocol)."),
+) -> None:
+    """Acc@1/Acc@5 under the BioSyn/SapBERT protocol, with sub-populations, for each system and dataset."""
+    from .eval_suite import Suite
+
+    modes = ["kb", "kb+train"] if both else (["kb"] if kb_only else ["kb+train"])
+    custom: Optional[Dict[str, Any]] = None
+    try:
+        if corpus is not None:
+            if kb is None or len(dataset) != 1:
+                raise InputError("--corpus needs --kb and exactly one --dataset NAME to call it", corpus)
+            custom = {"name": dataset[0], "eval_file": corpus, "train_files": list(train or []), "kb_file": kb,
+                      "types": list(types) if types else None}
+        elif kb is not None or train or types:
+            raise InputError("--kb, --train and --type go with --corpus; named datasets bring their own")
+        suite = Suite(dataset, model, modes, assets_dir=assets, kbs_dir=kbs, output_dir=output_dir, pooling=pooling,
+                      device=device, batch_size=batch_size, skip_missing=skip_missing,
+                      expand_abbreviations=abbreviations, predictions_dir=predictions, custom=custom)
+        results = suite.run()
+    except InputError as err:
+        _fail(err)
+        return
+    if as_json:
+        typer.echo(json.dumps(results, indent=1, ensure_ascii=False))
+        return
+    for r in results:
+        typer.echo(f"{r['dataset']:<22} {r['dictionary']:<9} {r['system']:<45} Acc@1 {r['acc@1']:6.2f}  "
+                   f"Acc@5 {r['acc@5']:6.2f}  (n={r['count']})")
+
+
+def report_command(
+    metrics_dir: Path = typer.Argument(Path("metrics/eval"), help="Folder of result JSONs (sapbert evaluate --output-dir)."),
+    table: Path = typer.Option(Path("metrics/table.md"), help="Markdown table to write."),
+    readme: Optional[Path] = typer.Option(None, help="README whose EVALUATION-TABLE markers get the table."),
+    subpopulations: Optional[Path] = typer.Option(Path("metrics/subpopulations.md"),
+                                                  help="Markdown with every sub-population table."),
+) -> None:
+    """Render measured results (plus the quoted published figures, apart) as Markdown."""
+    from .eval_report import write_report
+
+    try:
+        write_report(metrics_dir, table, readme, subpopulations)
+    except InputError as err:
+        _fail(err)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("evaluate")(evaluate_command)
+    app.command("evaluate-report")(report_command)

