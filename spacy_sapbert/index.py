@@ -3,7 +3,9 @@
 Vectors are unit length, so inner product is cosine similarity. ``flat`` is exact and
 is the default (MEDIC's ~70k names search in microseconds); ``hnsw`` and ``ivfpq`` are
 for KBs with millions of names, where a flat index is slow (HNSW) or too big (IVF-PQ;
-its scores are approximate).
+its scores are approximate). ``pq`` (product quantisation, searched exhaustively) keeps
+a KB of ~10^5 names in a few MB, which is how the embedded default ships its index;
+its scores are approximate too.
 
 A saved index is tied to the model and the KB it was built from: ``manifest.json``
 records both fingerprints and :meth:`NameIndex.load` refuses a different encoder or KB,
@@ -12,13 +14,14 @@ because a stale index does not fail, it just links wrongly.
 Files of a saved index (no pickle anywhere):
 
     index.faiss     the FAISS index (faiss.write_index)
-    names.json      distinct normalised names
-    concepts.json   distinct concept IDs
+    names.json.gz   distinct normalised names (gzip JSON; plain names.json is read too)
+    concepts.json.gz  distinct concept IDs
     rows.npy        int32 (rows, 2): FAISS row → (name number, concept number)
     manifest.json   kind, parameters, dimensions, fingerprints, encoder settings
 """
 from __future__ import annotations
 
+import gzip
 import json
 import logging
 import math
@@ -36,7 +39,7 @@ logger = logging.getLogger(__name__)
 
 PathLike = Union[str, Path]
 FORMAT_VERSION = 1
-INDEX_KINDS = ("flat", "hnsw", "ivfpq")
+INDEX_KINDS = ("flat", "hnsw", "ivfpq", "pq")
 MANIFEST = "manifest.json"
 INDEX_FILE = "index.faiss"
 
@@ -83,6 +86,7 @@ class NameIndex:
 
         ``params`` tune the approximate kinds: ``hnsw_m``, ``ef_construction``,
         ``ef_search`` (HNSW); ``nlist``, ``pq_m``, ``pq_bits``, ``nprobe`` (IVF-PQ);
+        ``pq_m``, ``pq_bits`` (PQ);
         unset ones are derived from the number of names.
         """
         if kind not in INDEX_KINDS:
@@ -131,6 +135,29 @@ class NameIndex:
         concept_ids = [concepts[i] for i in rows[:, 1]]
         index = cls(faiss_index, names, concept_ids, manifest)
         index._tables = (unique_names, concepts, rows)
+        return index
+
+    def vectors(self) -> np.ndarray:
+        """The stored vectors, one per row (exact kinds only: flat and HNSW keep them)."""
+        if self.kind not in ("flat", "hnsw"):
+            raise InputError(f"a {self.kind} index keeps compressed codes, not its vectors; convert from a flat index",
+                             field="kind")
+        return self.index.reconstruct_n(0, self.index.ntotal)
+
+    def convert(self, kind: str, **params: int) -> "NameIndex":
+        """The same rows in an index of another ``kind``, from this index's exact vectors
+        (no name is encoded again): e.g. a flat index → the compact ``pq`` one that ships."""
+        if kind not in INDEX_KINDS:
+            raise InputError(f"unknown index kind {kind!r}: use one of {INDEX_KINDS}", field="kind")
+        vectors = np.ascontiguousarray(self.vectors(), dtype=np.float32)
+        started = time.perf_counter()
+        faiss_index, params_used = _make_faiss_index(kind, self.dim, vectors, params)
+        faiss_index.add(vectors)
+        manifest = dict(self.manifest, kind=kind, params=params_used)
+        manifest["build"] = dict(self.manifest.get("build", {}), converted_from=self.kind,
+                                 convert_seconds=round(time.perf_counter() - started, 3))
+        index = type(self)(faiss_index, list(self.names), list(self.concept_ids), manifest)
+        index._tables = self._tables
         return index
 
     def _configure_search(self) -> None:
@@ -209,8 +236,10 @@ class NameIndex:
         folder.mkdir(parents=True, exist_ok=True)
         unique_names, concepts, rows = self._compact_tables()
         _faiss().write_index(self.index, str(folder / INDEX_FILE))
-        (folder / "names.json").write_text(json.dumps(unique_names, ensure_ascii=False), encoding="utf-8")
-        (folder / "concepts.json").write_text(json.dumps(concepts, ensure_ascii=False), encoding="utf-8")
+        _write_json_gz(folder / "names.json.gz", unique_names)
+        _write_json_gz(folder / "concepts.json.gz", concepts)
+        for stale in ("names.json", "concepts.json"):
+            (folder / stale).unlink(missing_ok=True)
         np.save(folder / "rows.npy", rows, allow_pickle=False)
         (folder / MANIFEST).write_text(json.dumps(self.manifest, indent=2, ensure_ascii=False) + "\n",
                                        encoding="utf-8")
@@ -250,10 +279,10 @@ class NameIndex:
                 raise InputError("missing", manifest_path, field=key)
         try:
             faiss_index = _faiss().read_index(str(folder / INDEX_FILE))
-            unique_names = json.loads((folder / "names.json").read_text(encoding="utf-8"))
-            concepts = json.loads((folder / "concepts.json").read_text(encoding="utf-8"))
+            unique_names = _read_json_table(folder, "names")
+            concepts = _read_json_table(folder, "concepts")
             rows = np.load(folder / "rows.npy", allow_pickle=False)
-        except (OSError, RuntimeError, ValueError) as err:
+        except (OSError, RuntimeError, ValueError, EOFError) as err:
             raise InputError(f"cannot read the index files ({err})", folder) from err
         if rows.ndim != 2 or rows.shape[1] != 2 or len(rows) != manifest["rows"] or faiss_index.ntotal != len(rows):
             raise InputError(f"index files disagree: manifest says {manifest['rows']} rows, index.faiss has "
@@ -280,6 +309,17 @@ def _make_faiss_index(kind: str, dim: int, vectors: np.ndarray, params: Dict[str
         if params:
             raise InputError(f"a flat index takes no parameters, got {sorted(params)}", field="params")
         return faiss.IndexFlatIP(dim), {}
+    if kind == "pq":
+        # 8-bit codes of pq_m sub-vectors (dim/4 dimensions by default: 96 bytes per name at dim 384)
+        used = {"pq_m": next(m for m in (dim // 4, dim // 2, dim, 1) if m >= 1 and dim % m == 0), "pq_bits": 8}
+        _merge_params(used, params)
+        if dim % used["pq_m"]:
+            raise InputError(f"pq_m={used['pq_m']} must divide the vector dimension {dim}", field="pq_m")
+        used["pq_bits"] = min(used["pq_bits"], max(1, int(math.log2(max(n, 2)))))  # small KBs: fewer centroids
+        index = faiss.IndexPQ(dim, used["pq_m"], used["pq_bits"], faiss.METRIC_INNER_PRODUCT)
+        index.pq.cp.min_points_per_centroid = 1
+        index.train(vectors)
+        return index, used
     if kind == "hnsw":
         used = {"hnsw_m": 32, "ef_construction": 80, "ef_search": 128}
         _merge_params(used, params)
@@ -303,6 +343,20 @@ def _make_faiss_index(kind: str, dim: int, vectors: np.ndarray, params: Dict[str
     index.pq.cp.min_points_per_centroid = 1
     index.train(vectors)
     return index, used
+
+
+def _write_json_gz(path: Path, value: Any) -> None:
+    # mtime=0: the same tables give the same bytes (a shipped index does not change in git on a rebuild)
+    with gzip.GzipFile(path, "wb", mtime=0) as handle:
+        handle.write(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+
+
+def _read_json_table(folder: Path, stem: str) -> List[str]:
+    packed = folder / f"{stem}.json.gz"
+    if packed.is_file():
+        with gzip.open(packed, "rb") as handle:
+            return json.loads(handle.read().decode("utf-8"))
+    return json.loads((folder / f"{stem}.json").read_text(encoding="utf-8"))
 
 
 def _merge_params(used: Dict[str, int], params: Dict[str, int]) -> None:

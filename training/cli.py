@@ -19,4 +19,8 @@ def register(app: typer.Typer) -> None:
     from training.ner_cli import register as register_ner
 
     register_ner(app)
+    # PACKAGE-COMMANDS
+    from training.package_cli import register as register_package
+
+    register_package(app)
     return None

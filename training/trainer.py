@@ -371,6 +371,8 @@ class Trainer:
         self.identity = _settings_identity(config, self.pairs_fingerprint, self.world, self.total_steps)
         self.step = 0
         self.history: List[Dict[str, float]] = []
+        self.elapsed_before = 0.0  # wall time of earlier sessions of a resumed run
+        self._session_start = time.perf_counter()
 
     # -- pieces ----------------------------------------------------------------------------
     @property
@@ -438,6 +440,7 @@ class Trainer:
                 "scheduler": self.scheduler.state_dict(),
                 "scaler": acc.scaler.state_dict() if getattr(acc, "scaler", None) is not None else None,
                 "history": self.history,
+                "elapsed_s": self.elapsed_before + time.perf_counter() - self._session_start,
             }
             path = ckpt.save_main(self.checkpoint_dir, self.step, acc.unwrap_model(self.model),
                                   self.optimizer, state, keep=self.config.keep_checkpoints)
@@ -460,6 +463,7 @@ class Trainer:
             self.accelerator.scaler.load_state_dict(state["scaler"])
         self.step = int(state["step"])
         self.history = list(state.get("history", []))
+        self.elapsed_before = float(state.get("elapsed_s", 0.0))
         logger.info("resumed from %s at step %d/%d", checkpoint, self.step, self.total_steps)
 
     # -- the loop -------------------------------------------------------------------------------
@@ -488,6 +492,7 @@ class Trainer:
                         len(self.pairs), self.n_concepts, self.total_steps, self.plan.pairs_per_step,
                         self.plan.steps_per_epoch, self.world, acc.device, acc.mixed_precision)
         start_step, started = self.step, time.perf_counter()
+        self._session_start = started
         log_path = self.run_dir / "log.jsonl"
         last_loss, window = math.nan, []
         last_ckpt: Optional[Path] = None
@@ -524,11 +529,13 @@ class Trainer:
                 if interrupted:
                     break
         bar.close()
-        wall = time.perf_counter() - started
-        done = self.step - start_step
+        # over all sessions of the run, so a resumed (or merely exported) run reports its real cost
+        wall = self.elapsed_before + time.perf_counter() - started
+        if math.isnan(last_loss) and self.history:
+            last_loss = self.history[-1]["loss"]
         result = TrainResult(output=None, steps=self.step, total_steps=self.total_steps,
                              interrupted=self.step < self.total_steps, wall_time_s=wall,
-                             pairs_per_s=done * self.plan.pairs_per_step / wall if wall > 0 else 0.0,
+                             pairs_per_s=self.step * self.plan.pairs_per_step / wall if wall > 0 else 0.0,
                              last_loss=last_loss, history=list(self.history), checkpoint=last_ckpt)
         if result.interrupted:
             logger.warning("stopped at step %d/%d; continue with --resume (checkpoint %s)", self.step,

@@ -184,6 +184,23 @@ def build_mesh(assets: PathLike, show_progress: bool = True, include_permuted: b
     return kb, report
 
 
+def build_mesh_medic(assets: PathLike, show_progress: bool = True) -> Tuple[KnowledgeBase, BuildReport]:
+    """MeSH 2024 chemicals and diseases merged with MEDIC: the KB of the embedded default,
+    covering both labels of the NER model. MEDIC's concepts are MeSH disease descriptors
+    (and OMIM entries), so concepts that share an ID become one concept with both
+    vocabularies' synonyms; MEDIC's OMIM-only and supplementary concepts come along."""
+    assets = Path(assets)
+    report = BuildReport("mesh-medic")
+    steps = _Steps("mesh-medic", 6, show_progress)
+    try:
+        sources = [("mesh", mesh_concepts(assets, report, steps)), ("medic", medic_concepts(assets, report, steps))]
+        merged, report.merge = steps.run("merge", lambda: merge_equivalent(sources))
+        kb = steps.run("index", lambda: KnowledgeBase(merged, name="mesh-medic"))
+    finally:
+        steps.close()
+    return kb, report
+
+
 def _xrefs_kept(xrefs: Iterable[Mapping], vocabularies: Sequence[str]) -> List[Mapping]:
     return [m for m in xrefs if vocabulary(m.object_id) in vocabularies]
 
@@ -241,6 +258,7 @@ KB_BUILDERS: Dict[str, Callable[..., Tuple[KnowledgeBase, BuildReport]]] = {
     "medic": build_medic,
     "mesh": build_mesh,
     "open-biomed": build_open_biomed,
+    "mesh-medic": build_mesh_medic,
 }
 
 

@@ -1,0 +1,215 @@
+"""Input documents for batch annotation, streamed one record at a time.
+
+Formats (``fmt``):
+
+``text``      a file with one document per line (blank lines are not documents), or a
+              folder whose ``*.txt`` files are one document each (read in name order);
+``jsonl``     one JSON object per line; the text and the ID are taken from configurable
+              fields, every other field is carried to the output unchanged;
+``pubtator``  PubTator blocks (``PMID|t|title``, ``PMID|a|abstract``, annotation lines,
+              a blank line); the text is ``title + " " + abstract`` so that PubTator
+              offsets stay valid, and the block's annotation lines are carried along.
+``auto``      a folder is ``text``; ``.jsonl``/``.ndjson`` is ``jsonl``; a file whose first
+              non-blank line looks like ``PMID|t|`` is ``pubtator``; anything else ``text``.
+
+Every record has an ``ordinal`` (its position among the input's records, malformed ones
+included), which the resumable output uses to skip finished documents. A record that
+cannot be read is yielded as :class:`Malformed` with the file and line, never dropped.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Optional, Union
+
+from ..errors import InputError
+
+PathLike = Union[str, Path]
+FORMATS = ("auto", "text", "jsonl", "pubtator")
+_PUBTATOR_TEXT = re.compile(r"^([^|\t]+)\|([ta])\|(.*)$")
+
+
+@dataclass
+class Record:
+    """A readable input document."""
+
+    ordinal: int
+    id: str
+    text: str
+    where: str
+    meta: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Malformed:
+    """An input record that could not be read, with where and why."""
+
+    ordinal: int
+    where: str
+    reason: str
+
+
+Item = Union[Record, Malformed]
+
+
+def detect_format(path: PathLike) -> str:
+    """The format ``auto`` stands for, for ``path`` (see the module's docstring)."""
+    path = Path(path)
+    if path.is_dir():
+        return "text"
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        return "jsonl"
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.strip():
+                    return "pubtator" if _PUBTATOR_TEXT.match(line.rstrip("\n")) else "text"
+    except OSError as err:
+        raise InputError(f"cannot read input ({err.strerror or err})", path) from err
+    return "text"
+
+
+def read_records(path: PathLike, fmt: str = "auto", text_field: str = "text",
+                 id_field: Optional[str] = "id") -> Iterator[Item]:
+    """Stream the records of ``path`` (a file, or a folder of ``.txt`` files)."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError("input not found", path)
+    if fmt not in FORMATS:
+        raise InputError(f"unknown input format {fmt!r}: use one of {', '.join(FORMATS)}", field="format")
+    if fmt == "auto":
+        fmt = detect_format(path)
+    if path.is_dir():
+        if fmt != "text":
+            raise InputError(f"a folder is read as one document per .txt file, not as {fmt}", path, field="format")
+        return _read_folder(path)
+    if fmt == "text":
+        return _read_lines(path)
+    if fmt == "jsonl":
+        return _read_jsonl(path, text_field, id_field)
+    return _read_pubtator(path)
+
+
+def _lines(path: Path) -> Iterator[tuple]:
+    """(line number, text, decode problem) for each line, surviving undecodable bytes."""
+    try:
+        with path.open("rb") as handle:
+            for number, raw in enumerate(handle, 1):
+                try:
+                    yield number, raw.decode("utf-8").rstrip("\r\n"), None
+                except UnicodeDecodeError as err:
+                    yield number, raw.decode("utf-8", errors="replace").rstrip("\r\n"), f"not UTF-8 ({err.reason})"
+    except OSError as err:
+        raise InputError(f"cannot read input ({err.strerror or err})", path) from err
+
+
+def _read_lines(path: Path) -> Iterator[Item]:
+    ordinal = 0
+    for number, line, problem in _lines(path):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        if problem:
+            yield Malformed(ordinal, where, problem)
+        else:
+            yield Record(ordinal, str(number), line, where)
+        ordinal += 1
+
+
+def _read_folder(path: Path) -> Iterator[Item]:
+    files = sorted(p for p in path.rglob("*.txt") if p.is_file())
+    for ordinal, file in enumerate(files):
+        doc_id = file.relative_to(path).as_posix()
+        try:
+            yield Record(ordinal, doc_id, file.read_text(encoding="utf-8"), str(file))
+        except UnicodeDecodeError as err:
+            yield Malformed(ordinal, str(file), f"not UTF-8 ({err.reason})")
+        except OSError as err:
+            yield Malformed(ordinal, str(file), f"cannot read ({err.strerror or err})")
+
+
+def _read_jsonl(path: Path, text_field: str, id_field: Optional[str]) -> Iterator[Item]:
+    ordinal = 0
+    for number, line, problem in _lines(path):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        item = _jsonl_record(ordinal, number, line, where, problem, text_field, id_field)
+        ordinal += 1
+        yield item
+
+
+def _jsonl_record(ordinal: int, number: int, line: str, where: str, problem: Optional[str], text_field: str,
+                  id_field: Optional[str]) -> Item:
+    if problem:
+        return Malformed(ordinal, where, problem)
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as err:
+        return Malformed(ordinal, where, f"invalid JSON ({err.msg} at column {err.colno})")
+    if not isinstance(obj, dict):
+        return Malformed(ordinal, where, f"expected a JSON object, found {type(obj).__name__}")
+    if text_field not in obj:
+        return Malformed(ordinal, where, f"field {text_field!r} missing")
+    text = obj.pop(text_field)
+    if not isinstance(text, str):
+        return Malformed(ordinal, where, f"field {text_field!r} is {type(text).__name__}, not a string")
+    doc_id: Any = obj.pop(id_field, None) if id_field else None
+    if doc_id is None:
+        doc_id = str(number)
+    elif not isinstance(doc_id, (str, int)) or isinstance(doc_id, bool):
+        return Malformed(ordinal, where, f"field {id_field!r} is {type(doc_id).__name__}, not a string or integer")
+    return Record(ordinal, str(doc_id), text, where, meta=obj)
+
+
+def _read_pubtator(path: Path) -> Iterator[Item]:
+    ordinal = 0
+    block: List[tuple] = []
+    for number, line, problem in _lines(path):
+        if line.strip():
+            block.append((number, line, problem))
+            continue
+        if block:
+            yield _pubtator_record(ordinal, path, block)
+            ordinal += 1
+            block = []
+    if block:
+        yield _pubtator_record(ordinal, path, block)
+
+
+def _pubtator_record(ordinal: int, path: Path, block: List[tuple]) -> Item:
+    first = block[0][0]
+    where = f"{path}:{first}"
+    problems = [f"line {n}: {p}" for n, _, p in block if p]
+    if problems:
+        return Malformed(ordinal, where, "; ".join(problems))
+    title_match = _PUBTATOR_TEXT.match(block[0][1])
+    if not title_match or title_match.group(2) != "t":
+        return Malformed(ordinal, where, "a PubTator document starts with a 'PMID|t|title' line")
+    pmid, _, title = title_match.groups()
+    abstract: Optional[str] = None
+    annotations: List[str] = []
+    for number, line, _ in block[1:]:
+        match = _PUBTATOR_TEXT.match(line)
+        if match and match.group(2) == "a":
+            if match.group(1) != pmid:
+                return Malformed(ordinal, f"{path}:{number}", f"abstract line of PMID {match.group(1)} inside the "
+                                                              f"document of PMID {pmid} (missing blank line?)")
+            if abstract is not None:
+                return Malformed(ordinal, f"{path}:{number}", f"second abstract line for PMID {pmid}")
+            abstract = match.group(3)
+        elif line.split("\t", 1)[0] == pmid and "\t" in line:
+            annotations.append(line)
+        else:
+            return Malformed(ordinal, f"{path}:{number}", f"expected '{pmid}|a|…' or a tab-separated annotation line "
+                                                          f"of PMID {pmid}, found {line[:60]!r}")
+    text = title if abstract is None else f"{title} {abstract}"
+    meta: Dict[str, Any] = {"title": title}
+    if annotations:
+        meta["pubtator_annotations"] = annotations
+    return Record(ordinal, pmid, text, where, meta=meta)
+
+
+__all__ = ["FORMATS", "Record", "Malformed", "detect_format", "read_records"]

@@ -1,0 +1,47 @@
+"""``sapbert package-default``: assemble the embedded default pipeline (see training.package)."""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from spacy_sapbert.errors import InputError
+
+logger = logging.getLogger(__name__)
+
+
+def package_default(
+    ner: Path = typer.Option(..., "--ner", help="Trained NER pipeline (training_runs/ner/model-best)."),
+    model: str = typer.Option(..., "--model", "-m", help="Self-aligned encoder folder (models/sapbert-default)."),
+    kb: Path = typer.Option(..., "--kb", help="KB of the linker (kbs/mesh-medic.jsonl.gz)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Pipeline folder to write (replaced)."),
+    probe: Optional[List[Path]] = typer.Option(None, "--probe", help="PubTator file(s) whose mentions measure the "
+                                               "compact index against exact search (development sets)."),
+    pq_m: int = typer.Option(64, "--pq-m", help="Bytes per name of the PQ index."),
+    reuse_exact: bool = typer.Option(False, "--reuse-exact-index", help="Load the exact index from --exact-index "
+                                     "when it is there (fingerprints checked) instead of encoding the KB again."),
+    exact_index: Optional[Path] = typer.Option(None, "--exact-index", help="Also save the exact (flat) index "
+                                               "here (benchmarks, demo comparisons)."),
+    card: Optional[Path] = typer.Option(None, "--card-extra", help="Markdown appended to the model card "
+                                        "(e.g. the evaluation table)."),
+) -> None:
+    """Build the embedded default pipeline: NER → abbreviation_entities → sapbert_linker (fp16, PQ index)."""
+    from .corpora import read_pubtator
+    from .package import build_default_pipeline
+
+    try:
+        mentions = [m.text for path in probe or [] for doc in read_pubtator(path) for m in doc.mentions]
+        extra = card.read_text(encoding="utf-8") if card else ""
+        report = build_default_pipeline(ner, model, kb, output, probe_mentions=mentions, pq_m=pq_m, card_extra=extra,
+                                        exact_index=exact_index, reuse_exact=reuse_exact)
+    except InputError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from err
+    typer.echo(json.dumps(report, indent=1))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("package-default")(package_default)
