@@ -211,10 +211,12 @@ class KnowledgeBase:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(tmp, "wt", encoding="utf-8") as out:
-            for concept in self._concepts.values():
-                out.write(json.dumps(concept.to_dict(), ensure_ascii=False) + "\n")
+        # gzip with mtime 0: the same KB gives the same bytes (a shipped KB does not change in git on a rebuild)
+        with open(tmp, "wb") as raw:
+            stream = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if path.suffix == ".gz" else raw
+            with io.TextIOWrapper(stream, encoding="utf-8", newline="\n") as out:
+                for concept in self._concepts.values():
+                    out.write(json.dumps(concept.to_dict(), ensure_ascii=False) + "\n")
         tmp.replace(path)
         return path
 
