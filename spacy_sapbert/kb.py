@@ -141,6 +141,7 @@ class KnowledgeBase:
         for cid in concept.ids:
             self._id_to_concept.setdefault(cid, concept.concept_id)
         self._alias_index = None
+        self._fingerprint: Optional[str] = None
 
     # -- lookup ---------------------------------------------------------------------
     def __len__(self) -> int:
@@ -198,12 +199,16 @@ class KnowledgeBase:
         return KBStats(len(self._concepts), names, with_syn, pairs)
 
     def fingerprint(self) -> str:
-        """A content hash, independent of record order: what an index is tied to."""
+        """A content hash, independent of record order: what an index is tied to (computed
+        once; adding a concept recomputes it)."""
+        if getattr(self, "_fingerprint", None) is not None:
+            return self._fingerprint  # type: ignore[return-value]
         digest = hashlib.sha256()
         for cid in sorted(self._concepts):
             digest.update(json.dumps(self._concepts[cid].to_dict(), sort_keys=True, ensure_ascii=False).encode("utf-8"))
             digest.update(b"\n")
-        return digest.hexdigest()[:16]
+        self._fingerprint = digest.hexdigest()[:16]
+        return self._fingerprint
 
     # -- files ----------------------------------------------------------------------
     def to_jsonl(self, path: PathLike) -> Path:

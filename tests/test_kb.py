@@ -66,6 +66,10 @@ def test_fingerprint_ignores_record_order() -> None:
     assert KnowledgeBase(concepts).fingerprint() == KnowledgeBase(concepts[::-1]).fingerprint()
     changed = concepts[:2] + [concepts[2]._replace(aliases=["SJS2"])]
     assert KnowledgeBase(changed).fingerprint() != KnowledgeBase(concepts).fingerprint()
+    growing = KnowledgeBase(concepts)
+    before = growing.fingerprint()  # computed once and kept ...
+    growing.add(Concept("D999", "new concept", [], [], None))
+    assert growing.fingerprint() != before  # ... until the KB changes
 
 
 @pytest.mark.parametrize("content, line, fragment", [
