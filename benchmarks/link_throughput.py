@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List
 
 import spacy
-from spacy.tokens import Doc, Span
+from spacy.tokens import Doc
 from spacy.util import filter_spans
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -90,7 +90,7 @@ def main() -> None:
         index = NameIndex.build(kb, encoder)
     result["ours_index"] = {"kind": index.kind, **index.manifest.get("build", {})}
     ours = nlp.add_pipe("sapbert_linker", config={"model": args.model, "kb": str(args.kb), "device": "cpu"})
-    ours._linker = ours._make_linker(encoder, kb, index)
+    ours.use(encoder, kb, index)
 
     theirs_system = ScispacyCandidates()
     start = time.perf_counter()

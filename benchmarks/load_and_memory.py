@@ -24,16 +24,8 @@ import spacy, spacy_sapbert
 imported = time.perf_counter()
 nlp = spacy_sapbert.load() if sys.argv[1] == "default" else spacy.load(sys.argv[1])
 loaded = time.perf_counter()
-texts = []
-block = []
-for line in open(sys.argv[2], encoding="utf-8"):
-    line = line.rstrip("\n")
-    if "|t|" in line or "|a|" in line:
-        block.append(line.split("|", 2)[2])
-    elif not line.strip() and block:
-        texts.append(" ".join(block)); block = []
-if block:
-    texts.append(" ".join(block))
+from spacy_sapbert.annotate import Record, read_records
+texts = [r.text for r in read_records(sys.argv[2], fmt="pubtator") if isinstance(r, Record)]
 run_start = time.perf_counter()
 ents = sum(len(doc.ents) for doc in nlp.pipe(texts, batch_size=32))
 done = time.perf_counter()

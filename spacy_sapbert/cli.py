@@ -179,9 +179,9 @@ def _load_pipeline(pipeline: str, device: _Optional[str]):  # type: ignore[no-un
     import spacy
     from spacy.util import load_config
 
-    from .default import DEFAULT_PIPELINE, _need
+    from .default import default_pipeline_path
 
-    location = _need(DEFAULT_PIPELINE) if pipeline == "default" else pipeline
+    location = default_pipeline_path() if pipeline == "default" else pipeline
     if not device:
         return spacy.load(location)
     config_file = _Path(location) / "config.cfg"

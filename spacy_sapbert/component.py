@@ -228,6 +228,13 @@ class SapBertLinker(Pipe):
             index = NameIndex.build(kb, encoder, kind=self.index_kind)
         return self._make_linker(encoder, kb, index)
 
+    def use(self, encoder: Encoder, kb: KnowledgeBase, index: NameIndex) -> "SapBertLinker":
+        """Link with an encoder, KB and index built elsewhere (the index is checked against both),
+        instead of loading the configured ones; ``nlp.to_disk`` then saves these."""
+        index.check(encoder, kb)
+        self._linker = self._make_linker(encoder, kb, index)
+        return self
+
     def _make_linker(self, encoder: Encoder, kb: KnowledgeBase, index: NameIndex) -> Linker:
         return Linker(encoder, kb, index, k=self.k, threshold=self.threshold,
                       max_entities_per_mention=self.max_entities_per_mention, cache_size=self.cache_size)

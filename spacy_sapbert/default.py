@@ -29,6 +29,11 @@ def _need(path: Path) -> Path:
     return path
 
 
+def default_pipeline_path() -> Path:
+    """The embedded pipeline's folder; an error that says how to get it when it is missing."""
+    return _need(DEFAULT_PIPELINE)
+
+
 def default_encoder_path() -> Path:
     return _need(DEFAULT_LINKER / "encoder")
 
@@ -53,8 +58,8 @@ def load(**kwargs: Any) -> Any:
     """``spacy.load`` of the embedded default pipeline (keyword arguments go to spacy.load)."""
     import spacy
 
-    return spacy.load(_need(DEFAULT_PIPELINE), **kwargs)
+    return spacy.load(default_pipeline_path(), **kwargs)
 
 
-__all__ = ["DEFAULT_PIPELINE", "DEFAULT_MODEL", "default_encoder_path", "default_kb_path", "default_kb_name", "default_index_path",
+__all__ = ["DEFAULT_PIPELINE", "DEFAULT_MODEL", "default_pipeline_path", "default_encoder_path", "default_kb_path", "default_kb_name", "default_index_path",
            "load"]

@@ -70,6 +70,11 @@ def test_build_default_pipeline_writes_a_loadable_fp16_pipeline(tiny_bert, tmp_p
     assert nlp.pipe_names == ["ner", "abbreviation_entities", "sapbert_linker"]
     linker = nlp.get_pipe("sapbert_linker")
     assert linker.index.kind == "pq" and linker.encoder.weights_dtype == "float16"
+    from spacy_sapbert.index import IndexMismatchError
+    from spacy_sapbert.kb import Concept, KnowledgeBase
+    other = KnowledgeBase(list(small_kb()) + [Concept("D1", "extra name", [], [], None)], name="other")
+    with pytest.raises(IndexMismatchError, match="KB"):
+        linker.use(linker.encoder, other, linker.index)  # an index is only used with its own KB
     result = linker.linker.link(["heart attack"])[0]  # PQ over a tiny random model: approximate
     assert result and all(cid in linker.kb for cid, _ in result) and len(linker.index) == report["index_rows"]
     with pytest.raises(InputError, match="not a NER pipeline"):

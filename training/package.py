@@ -86,7 +86,7 @@ def build_default_pipeline(ner: PathLike, model: PathLike, kb_path: PathLike, ou
         queries = encoder.encode(list(dict.fromkeys(probe_mentions)))
         report["pq_vs_exact"] = agreement(exact, compact, queries)
     linker = nlp.add_pipe("sapbert_linker", config={"model": str(model), "kb": str(kb_path), "device": "auto"})
-    linker._linker = linker._make_linker(encoder, kb, compact)
+    linker.use(encoder, kb, compact)
     nlp.meta.update({
         "name": PIPELINE_NAME, "version": version,
         "description": "Biomedical CHEMICAL/DISEASE NER, scispaCy's abbreviation detector, and entity linking to "
