@@ -1,12 +1,15 @@
 """Linking throughput, ours against scispaCy's EntityLinker, same KB, same documents, same process.
 
 Both linkers get the same documents with the corpus's gold mentions as ``doc.ents`` (so
-NER time is left out) and link every span. Runs alternate (ours, scispaCy, ours, …), each
-on fresh copies of the documents, our mention cache emptied before each run; the median
-of ``--repeats`` runs is reported with the ratio. Index build time (names/s) is measured
-for both. Prints a table and writes JSON.
+NER time is left out) and link every span. Ours runs in several variants, each compute
+precision (``--precision``: auto = bf16 autocast on CPUs with AMX, and float32) with each
+index kind (``--index-kind``: flat = exact, hnsw), and the share of mentions whose top concept
+agrees with the first variant's is reported beside the speed. Runs alternate (every variant of
+ours, then scispaCy, again …), each on fresh copies of the documents, our mention cache emptied
+before each run; the median of ``--repeats`` runs is reported with the ratio. Index build time
+(names/s) is measured for both. Prints a table and writes JSON.
 
-    python benchmarks/link_throughput.py --kb kbs/medic.jsonl.gz --model models/sapbert-default \\
+    python benchmarks/link_throughput.py --kb kbs/medic.jsonl.gz --model sapbert-default \\
         --corpus assets/corpora/ncbi-disease/NCBItestset_corpus.txt \\
         --corpus assets/corpora/bc5cdr/CDR_DevelopmentSet.PubTator.txt --output metrics/benchmarks/throughput-medic.json
 """
@@ -30,7 +33,7 @@ from spacy.util import filter_spans
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from spacy_sapbert.encoder import Encoder  # noqa: E402
+from spacy_sapbert.encoder import Encoder, cpu_has_native_bf16  # noqa: E402
 from spacy_sapbert.index import NameIndex  # noqa: E402
 from spacy_sapbert.kb import KnowledgeBase  # noqa: E402
 from training.baselines import ScispacyCandidates  # noqa: E402
@@ -67,9 +70,17 @@ def main() -> None:
     parser.add_argument("--index", type=Path, help="Prebuilt index of --model over --kb (else built here, timed).")
     parser.add_argument("--corpus", action="append", type=Path, required=True)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--precision", action="append",
+                        help="Our encoder's compute precision, repeatable (default: auto = bf16 autocast on CPUs "
+                             "with AMX/AVX512-BF16, else float32; and float32)")
+    parser.add_argument("--index-kind", action="append",
+                        help="Our index kinds, repeatable (default: flat and hnsw); the first is built from the KB, "
+                             "the others converted from its vectors")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
+    precisions = args.precision or ["auto", "float32"]
+    kinds = args.index_kind or ["flat", "hnsw"]
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     import torch
 
@@ -81,16 +92,29 @@ def main() -> None:
     kb = KnowledgeBase.from_jsonl(args.kb)
     result: Dict[str, Any] = {"kb": kb.name, "kb_names": kb.stats().names, "model": args.model,
                               "machine": {"cpus": len(os.sched_getaffinity(0)), "python": platform.python_version(),
-                                          "torch_threads": torch.get_num_threads()}}
+                                          "torch_threads": torch.get_num_threads(),
+                                          "cpu_native_bf16": cpu_has_native_bf16()}}
 
-    encoder = Encoder(args.model, device="cpu")
+    encoders = {p: Encoder(args.model, device="cpu", dtype=p) for p in precisions}
+    first = encoders[precisions[0]]
     if args.index:
-        index = NameIndex.load(args.index, encoder=encoder, kb=kb)
+        index = NameIndex.load(args.index, encoder=first, kb=kb)
     else:
-        index = NameIndex.build(kb, encoder)
-    result["ours_index"] = {"kind": index.kind, **index.manifest.get("build", {})}
-    ours = nlp.add_pipe("sapbert_linker", config={"model": args.model, "kb": str(args.kb), "device": "cpu"})
-    ours.use(encoder, kb, index)
+        index = NameIndex.build(kb, first)
+    result["ours_index"] = {"kind": index.kind, "precision": first.dtype, **index.manifest.get("build", {})}
+    indexes = {index.kind: index}
+    for kind in kinds:
+        if kind not in indexes:
+            indexes[kind] = index.convert(kind)
+            result[f"ours_index_{kind}"] = indexes[kind].manifest["build"]
+    pipes = {}
+    for precision, encoder in encoders.items():
+        for kind in kinds:
+            label = f"ours ({encoder.dtype}, {kind})"
+            pipe = nlp.add_pipe("sapbert_linker", name=f"ours_{len(pipes)}",
+                                config={"model": args.model, "kb": str(args.kb), "device": "cpu"})
+            pipe.use(encoder, kb, indexes[kind])
+            pipes[label] = pipe
 
     theirs_system = ScispacyCandidates()
     start = time.perf_counter()
@@ -104,19 +128,24 @@ def main() -> None:
     for path in args.corpus:
         docs = gold_docs(nlp, path)
         mentions = sum(len(d.ents) for d in docs)
-        runs: Dict[str, List[float]] = {"ours": [], "scispacy": []}
+        runs: Dict[str, List[float]] = {label: [] for label in pipes}
+        runs["scispacy"] = []
+        agreement = top1_agreement(pipes, docs)
         for _ in range(args.repeats):
-            batch = copies(docs)
-            ours.linker.clear_cache()
-            runs["ours"].append(timed(lambda: list(ours.pipe(iter(batch), batch_size=64))))
+            for label, pipe in pipes.items():
+                batch = copies(docs)
+                pipe.linker.clear_cache()
+                runs[label].append(timed(lambda: list(pipe.pipe(iter(batch), batch_size=64))))
             batch = copies(docs)
             runs["scispacy"].append(timed(lambda: [theirs(d) for d in batch]))
-        row = {"corpus": path.name, "documents": len(docs), "mentions": mentions}
+        row: Dict[str, Any] = {"corpus": path.name, "documents": len(docs), "mentions": mentions,
+                               "top1_agreement_with_first": agreement}
         for system, seconds in runs.items():
             median = statistics.median(seconds)
             row[system] = {"seconds": [round(s, 3) for s in seconds], "median_s": round(median, 3),
                            "mentions_per_s": round(mentions / median, 1), "docs_per_s": round(len(docs) / median, 2)}
-        row["ratio_ours_over_scispacy"] = round(row["ours"]["mentions_per_s"] / row["scispacy"]["mentions_per_s"], 2)
+        row["ratio_over_scispacy"] = {label: round(row[label]["mentions_per_s"] / row["scispacy"]["mentions_per_s"], 2)
+                                      for label in pipes}
         corpora.append(row)
         logger.info("%s: %s", path.name, json.dumps(row))
     result["corpora"] = corpora
@@ -125,15 +154,31 @@ def main() -> None:
     print(f"\nKB {kb.name}: {result['kb_names']:,} names; model {args.model}; "
           f"{result['machine']['cpus']} CPUs, torch threads {result['machine']['torch_threads']}")
     print(f"index build: ours {result['ours_index'].get('seconds', 0):.1f} s "
-          f"({result['ours_index'].get('names_per_second', 0):.0f} names/s, {index.kind}); "
+          f"({result['ours_index'].get('names_per_second', 0):.0f} names/s, {index.kind}, {first.dtype}); "
           f"scispaCy {build:.1f} s ({result['scispacy_index']['names_per_second']:.0f} names/s)")
-    print(f"{'corpus':<34} {'docs':>5} {'mentions':>8} {'ours m/s':>9} {'scispaCy m/s':>12} {'ratio':>6}")
+    systems = list(pipes) + ["scispacy"]
+    print(f"{'corpus':<34} {'docs':>5} {'mentions':>8}  " + "  ".join(f"{s:>26}" for s in systems) + "   (mentions/s; ratio)")
     for row in corpora:
-        print(f"{row['corpus']:<34} {row['documents']:>5} {row['mentions']:>8} {row['ours']['mentions_per_s']:>9.1f} "
-              f"{row['scispacy']['mentions_per_s']:>12.1f} {row['ratio_ours_over_scispacy']:>6.2f}")
+        cells = [f"{row[s]['mentions_per_s']:>9.1f}" + (f" ({row['ratio_over_scispacy'][s]:.2f}x)" if s in pipes else "")
+                 for s in systems]
+        print(f"{row['corpus']:<34} {row['documents']:>5} {row['mentions']:>8}  " + "  ".join(f"{c:>26}" for c in cells))
+        print(f"{'':<50}top-1 agreement with {systems[0]}: {row['top1_agreement_with_first']}")
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+
+
+def top1_agreement(pipes: Dict[str, Any], docs: List[Doc]) -> Dict[str, float]:
+    """Share of mentions whose top concept matches the first variant's (precision and index kind
+    change speed; this says what they cost in answers)."""
+    tops: Dict[str, List[str]] = {}
+    for label, pipe in pipes.items():
+        pipe.linker.clear_cache()
+        tops[label] = [ent.kb_id_ for doc in pipe.pipe(iter(copies(docs)), batch_size=64) for ent in doc.ents]
+        pipe.linker.clear_cache()
+    reference = next(iter(tops.values()))
+    return {label: round(sum(a == b for a, b in zip(reference, top)) / max(1, len(reference)), 4)
+            for label, top in tops.items()}
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ def pairs_file(tmp_path_factory, kb) -> Path:
 
 def _config(tiny_bert: Path, **overrides) -> TrainConfig:
     settings = dict(base_model=str(tiny_bert), batch_size=12, lr=1e-3, max_steps=8, checkpoint_every=0,
-                    log_every=2, seed=3, device="cpu")
+                    log_every=2, seed=3, device="cpu", amp="no")
     settings.update(overrides)
     return TrainConfig(**settings)
 
@@ -98,13 +98,35 @@ def test_loss_falls_and_synonyms_move_closer(tiny_bert, kb, pairs_file, tmp_path
     assert settings["training"]["pairs_fingerprint"] and settings["training"]["steps"] == 40
     assert (tmp_path / "model" / "model.safetensors").is_file()
     assert not list((tmp_path / "model").glob("*.bin"))
-    encoder = Encoder(tmp_path / "model", device="cpu")
+    encoder = Encoder(tmp_path / "model", device="cpu", dtype="float32")
     assert encoder.pooling == "mean" and encoder.max_length == 25
     names = ["heart attack x", "renal failure 1"]
     with torch.no_grad():
         expected = torch.nn.functional.normalize(trainer.embed(names), dim=-1).numpy()
     assert abs(encoder.encode(names) - expected).max() < 1e-5
     assert (tmp_path / "run" / "log.jsonl").read_text().count("\n") == len(result.history)
+
+
+def test_bf16_autocast_on_cpu_trains(tiny_bert, kb, pairs_file, tmp_path, monkeypatch, request):
+    # forced on, so the bf16 path runs on CPUs without AMX too (emulated there, slower)
+    from accelerate.state import AcceleratorState
+
+    monkeypatch.setattr(trainer_mod, "cpu_has_native_bf16", lambda: True)
+    AcceleratorState._reset_state(True)  # the process's accelerate state was set up without bf16
+    request.addfinalizer(lambda: AcceleratorState._reset_state(True))
+    config = _config(tiny_bert, max_steps=40, batch_size=16, log_every=5, pooling="mean", lr=3e-3, amp="bf16")
+    trainer = Trainer(config, pairs_file, tmp_path / "model", tmp_path / "run")
+    assert trainer.accelerator.mixed_precision == "bf16"
+    gap_before = _synonym_gap(trainer, kb)
+    result = trainer.train()
+    losses = [h["loss"] for h in result.history]
+    assert sum(losses[-2:]) / 2 < 0.8 * sum(losses[:2]) / 2, losses
+    assert _synonym_gap(trainer, kb) > gap_before + 0.1
+    # the saved weights are fp32 (autocast only changes the compute)
+    from safetensors import safe_open
+
+    with safe_open(str(tmp_path / "model" / "model.safetensors"), "pt") as f:
+        assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.float32}
 
 
 def test_resume_after_interrupt_equals_uninterrupted_run(tiny_bert, pairs_file, tmp_path):
@@ -252,6 +274,8 @@ def test_mean_pooling_ignores_padding():
     assert torch.equal(pool(hidden, mask, "cls"), torch.tensor([[1.0, 1.0]]))
 
 
-def test_mixed_precision_is_off_on_cpu():
-    assert trainer_mod.resolve_amp("auto", "cpu") == "no"
-    assert trainer_mod.resolve_amp("fp16", "cpu") == "no"
+def test_cpu_mixed_precision_is_bf16_only_where_native(monkeypatch):
+    monkeypatch.setattr(trainer_mod, "cpu_has_native_bf16", lambda: False)
+    assert [trainer_mod.resolve_amp(a, "cpu") for a in ("auto", "bf16", "fp16", "no")] == ["no"] * 4
+    monkeypatch.setattr(trainer_mod, "cpu_has_native_bf16", lambda: True)
+    assert [trainer_mod.resolve_amp(a, "cpu") for a in ("auto", "bf16", "fp16", "no")] == ["bf16", "bf16", "no", "no"]

@@ -265,10 +265,11 @@ class DenseLinker(LinkingSystem):
     kind = "dense"
 
     def __init__(self, model: Union[str, Path], pooling: Optional[str] = None, device: str = "auto",
-                 batch_size: int = 256, label: Optional[str] = None, max_k: int = 5) -> None:
+                 batch_size: int = 256, label: Optional[str] = None, max_k: int = 5,
+                 precision: str = "float32") -> None:
         super().__init__()
         self.model = str(model)
-        self.encoder = CachingEncoder(model, pooling=pooling, device=device, batch_size=batch_size)
+        self.encoder = CachingEncoder(model, pooling=pooling, device=device, batch_size=batch_size, dtype=precision)
         self.max_k = max_k
         self.name = label or f"{_model_label(self.model)} ({self.encoder.pooling} pooling)"
 
@@ -285,7 +286,7 @@ class DenseLinker(LinkingSystem):
     def describe(self) -> Dict[str, Any]:
         return dict(super().describe(), model=self.model, pooling=self.encoder.pooling,
                     max_length=self.encoder.max_length, fingerprint=self.encoder.fingerprint,
-                    device=self.encoder.device, linker_k=self._linker.k if hasattr(self, "_linker") else None)
+                    device=self.encoder.device, precision=self.encoder.dtype, linker_k=self._linker.k if hasattr(self, "_linker") else None)
 
 
 def _model_label(model: str) -> str:
@@ -296,7 +297,7 @@ def _model_label(model: str) -> str:
 
 
 def make_system(spec: str, pooling: Optional[str] = None, device: str = "auto", batch_size: int = 256,
-                label: Optional[str] = None, max_k: int = 5) -> LinkingSystem:
+                label: Optional[str] = None, max_k: int = 5, precision: str = "float32") -> LinkingSystem:
     """``exact`` | ``tfidf`` | ``scispacy`` | a model folder or name (dense linker)."""
     key = spec.strip().lower()
     system: LinkingSystem
@@ -307,7 +308,8 @@ def make_system(spec: str, pooling: Optional[str] = None, device: str = "auto", 
     elif key == "scispacy":
         system = ScispacyCandidates()
     else:
-        return DenseLinker(spec, pooling=pooling, device=device, batch_size=batch_size, label=label, max_k=max_k)
+        return DenseLinker(spec, pooling=pooling, device=device, batch_size=batch_size, label=label, max_k=max_k,
+                           precision=precision)
     if pooling is not None:
         raise InputError(f"--pooling applies to dense models, not to the {key!r} baseline", field="pooling")
     if label:

@@ -44,6 +44,8 @@ def evaluate_command(
     pooling: Optional[str] = typer.Option(None, help="cls | mean for dense models (default: the model's setting)."),
     device: str = typer.Option("auto", help="Device of dense models: auto | cpu | cuda[:N]."),
     batch_size: int = typer.Option(256, help="Encoding batch size of dense models."),
+    precision: str = typer.Option("float32", help="Compute precision of dense models: float32 | bfloat16 | float16 | "
+                                                  "auto (the linker's default: bf16 autocast on AMX CPUs)."),
     skip_missing: bool = typer.Option(False, help="Leave out model folders that do not exist (yet), with a warning."),
     abbreviations: bool = typer.Option(True, help="Expand abbreviations from the abstract (the protocol)."),
 ) -> None:
@@ -62,7 +64,8 @@ def evaluate_command(
             raise InputError("--kb, --train and --type go with --corpus; named datasets bring their own")
         suite = Suite(dataset, model, modes, assets_dir=assets, kbs_dir=kbs, output_dir=output_dir, pooling=pooling,
                       device=device, batch_size=batch_size, skip_missing=skip_missing,
-                      expand_abbreviations=abbreviations, predictions_dir=predictions, custom=custom)
+                      expand_abbreviations=abbreviations, predictions_dir=predictions, custom=custom,
+                      precision=precision)
         results = suite.run()
     except InputError as err:
         _fail(err)

@@ -90,7 +90,8 @@ class Suite:
                  assets_dir: PathLike = "assets", kbs_dir: PathLike = "kbs", output_dir: Optional[PathLike] = None,
                  pooling: Optional[str] = None, device: str = "auto", batch_size: int = 256,
                  skip_missing: bool = False, expand_abbreviations: bool = True,
-                 predictions_dir: Optional[PathLike] = None, custom: Optional[Dict[str, Any]] = None) -> None:
+                 predictions_dir: Optional[PathLike] = None, custom: Optional[Dict[str, Any]] = None,
+                 precision: str = "float32") -> None:
         for name in datasets:
             if name not in DATASETS and not (custom and name == custom.get("name")):
                 raise InputError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}", field="dataset")
@@ -102,7 +103,7 @@ class Suite:
         self.modes = list(modes)
         self.assets_dir, self.kbs_dir = Path(assets_dir), Path(kbs_dir)
         self.output_dir = Path(output_dir) if output_dir else None
-        self.pooling, self.device, self.batch_size = pooling, device, batch_size
+        self.pooling, self.device, self.batch_size, self.precision = pooling, device, batch_size, precision
         self.skip_missing = skip_missing
         self.predictions_dir = Path(predictions_dir) if predictions_dir else None
         self.custom = custom
@@ -144,7 +145,7 @@ class Suite:
             if system is None:
                 pooling = None if model.lower() in BASELINES else (spec.pooling or self.pooling)
                 system = make_system(model, pooling=pooling, device=self.device, batch_size=self.batch_size,
-                                     label=spec.label)
+                                     label=spec.label, precision=self.precision)
                 systems[model] = system
             eval_set = self.eval_set(dataset, mode)
             predictions = None

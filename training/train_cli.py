@@ -127,7 +127,7 @@ def _make_train_command(kind: str):
         max_grad_norm: float = typer.Option(0.0, help="Gradient clipping; 0 = off."),
         pooling: Optional[str] = typer.Option(None, help="cls | mean; default: the base model's sapbert.json, else cls."),
         max_length: int = typer.Option(25),
-        amp: str = typer.Option("auto", help="auto | no | bf16 | fp16 (auto: bf16/fp16 on GPU, off on CPU)."),
+        amp: str = typer.Option("auto", help="auto | no | bf16 | fp16 (auto: bf16/fp16 on GPU; bf16 on CPUs with AMX/AVX512-BF16, else off)."),
         device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
         seed: int = typer.Option(42),
         checkpoint_every: int = typer.Option(100, help="Steps between checkpoints (0 = only at the end)."),

@@ -28,7 +28,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
-from spacy_sapbert.encoder import read_settings, resolve_model_path
+from spacy_sapbert.encoder import cpu_has_native_bf16, read_settings, resolve_model_path
 from spacy_sapbert.errors import InputError
 
 from . import checkpoint as ckpt
@@ -70,7 +70,8 @@ class TrainConfig:
     """Optimiser steps; 0 = ``epochs`` full passes over the pairs."""
     epochs: int = 1
     amp: str = "auto"
-    """"auto": bf16 on GPUs that support it, fp16 with a gradient scaler on other GPUs, off on CPU."""
+    """"auto": bf16 on GPUs that support it, fp16 with a gradient scaler on other GPUs; on CPU
+    bf16 autocast where the CPU has AMX/AVX512-BF16, off elsewhere."""
     device: str = "auto"
     seed: int = 42
     checkpoint_every: int = 100
@@ -196,10 +197,18 @@ def resolve_device(device: str) -> str:
 
 
 def resolve_amp(amp: str, device: str) -> str:
-    """The accelerate ``mixed_precision`` for a device: no autocast on CPU."""
+    """The accelerate ``mixed_precision`` for a device.
+
+    GPU: ``auto`` is bf16 where the GPU has it, fp16 with a gradient scaler otherwise. CPU: bf16
+    autocast where the CPU computes bf16 natively (``auto`` or ``bf16``), otherwise none;
+    fp16 autocast is never used on CPU."""
     if device == "cpu":
-        if amp in ("bf16", "fp16"):
-            logger.warning("mixed precision %s ignored on CPU", amp)
+        native = cpu_has_native_bf16()
+        if amp == "fp16" or (amp == "bf16" and not native):
+            logger.warning("mixed precision %s ignored on this CPU (bf16 needs AMX or AVX512-BF16)", amp)
+            return "no"
+        if amp in ("auto", "bf16"):
+            return "bf16" if native else "no"
         return "no"
     if amp == "auto":
         return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
