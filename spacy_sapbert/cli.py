@@ -96,16 +96,30 @@ def index_build(
     max_length: _Optional[int] = typer.Option(None, "--max-length", help="Tokens per name (default 25)."),
     batch_size: int = typer.Option(256, "--batch-size", help="Names per forward pass."),
     device: str = typer.Option("auto", "--device", help="cpu, cuda or auto."),
+    precision: str = typer.Option("auto", "--precision", help="auto (bf16 autocast on AMX CPUs, float16 on GPU), "
+                                  "float32, bfloat16 or float16."),
+    param: _List[str] = typer.Option([], "--param", help="KEY=INT index parameter, repeatable: hnsw_m, "
+                                     "ef_construction, ef_search (hnsw); nlist, nprobe, pq_m, pq_bits (ivfpq, pq); "
+                                     "rerank=N (ivfpq, pq: re-score the top N exactly from float16 vectors kept on "
+                                     "disk)."),
 ) -> None:
     """Encode every normalised name of a KB once and save a FAISS index with its manifest."""
     from .encoder import Encoder
+    from .errors import InputError
     from .index import NameIndex
     from .kb import KnowledgeBase
 
     with _input_errors():
+        params = {}
+        for item in param:
+            key, sep, value = item.partition("=")
+            if not sep or not value.strip().lstrip("-").isdigit():
+                raise InputError(f"--param takes KEY=INTEGER, got {item!r}", field="param")
+            params[key.strip()] = int(value)
         knowledge_base = KnowledgeBase.from_jsonl(kb)
-        encoder = Encoder(model, pooling=pooling, max_length=max_length, device=device, batch_size=batch_size)
-        index = NameIndex.build(knowledge_base, encoder, kind=kind)
+        encoder = Encoder(model, pooling=pooling, max_length=max_length, device=device, batch_size=batch_size,
+                          dtype=precision)
+        index = NameIndex.build(knowledge_base, encoder, kind=kind, **params)
         index.save(output)
     manifest = index.manifest
     typer.echo(_json.dumps({"output": str(output), "kind": kind, "rows": manifest["rows"], "names": manifest["names"],

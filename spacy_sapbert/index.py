@@ -5,7 +5,10 @@ is the default (MEDIC's ~70k names search in microseconds); ``hnsw`` and ``ivfpq
 for KBs with millions of names, where a flat index is slow (HNSW) or too big (IVF-PQ;
 its scores are approximate). ``pq`` (product quantisation, searched exhaustively) keeps
 a KB of ~10^5 names in a few MB, which is how the embedded default ships its index;
-its scores are approximate too.
+its scores are approximate too. The two compressed kinds take ``rerank=N``: the top ``N``
+rows of the compressed search are scored again exactly against float16 copies of the name
+vectors, kept in ``vectors.npy`` and memory-mapped from disk, so the RAM they cost is the
+pages the candidates touch, not 768 bytes per name.
 
 A saved index is tied to the model and the KB it was built from: ``manifest.json``
 records both fingerprints and :meth:`NameIndex.load` refuses a different encoder or KB,
@@ -17,6 +20,7 @@ Files of a saved index (no pickle anywhere):
     names.json.gz   distinct normalised names (gzip JSON; plain names.json is read too)
     concepts.json.gz  distinct concept IDs
     rows.npy        int32 (rows, 2): FAISS row → (name number, concept number)
+    vectors.npy     float16 (names, dim), for ``rerank`` only (read memory-mapped)
     manifest.json   kind, parameters, dimensions, fingerprints, encoder settings
 """
 from __future__ import annotations
@@ -42,6 +46,8 @@ FORMAT_VERSION = 1
 INDEX_KINDS = ("flat", "hnsw", "ivfpq", "pq")
 MANIFEST = "manifest.json"
 INDEX_FILE = "index.faiss"
+RERANK_FILE = "vectors.npy"
+RERANK_KINDS = ("ivfpq", "pq")
 
 
 class IndexMismatchError(InputError):
@@ -69,6 +75,8 @@ class NameIndex:
         self.concept_ids = concept_ids
         self.manifest = manifest
         self._tables: Optional[Tuple[List[str], List[str], np.ndarray]] = None
+        self.rerank_vectors: Optional[np.ndarray] = None
+        """float16 (names, dim) for exact re-ranking (``params["rerank"] > 0``), memory-mapped once saved."""
         self._configure_search()
 
     # -- building -----------------------------------------------------------------
@@ -111,6 +119,7 @@ class NameIndex:
         row_vectors = np.ascontiguousarray(vectors[rows[:, 0]])
         faiss_index, params_used = _make_faiss_index(kind, encoder.dim, row_vectors, params)
         faiss_index.add(row_vectors)
+        del row_vectors
         seconds = time.perf_counter() - started
         logger.info("index built in %.1f s (%.0f names/s encoding)", seconds, len(unique_names) / max(encode_seconds, 1e-9))
 
@@ -135,10 +144,15 @@ class NameIndex:
         concept_ids = [concepts[i] for i in rows[:, 1]]
         index = cls(faiss_index, names, concept_ids, manifest)
         index._tables = (unique_names, concepts, rows)
+        if params_used.get("rerank"):
+            index.rerank_vectors = vectors.astype(np.float16)
         return index
 
     def vectors(self) -> np.ndarray:
-        """The stored vectors, one per row (exact kinds only: flat and HNSW keep them)."""
+        """The stored vectors, one per row: exact for flat and HNSW; float16-rounded for a
+        compressed index with ``rerank`` (other compressed indexes keep codes only)."""
+        if self.rerank_vectors is not None:
+            return np.asarray(self.rerank_vectors[self._compact_tables()[2][:, 0]], dtype=np.float32)
         if self.kind not in ("flat", "hnsw"):
             raise InputError(f"a {self.kind} index keeps compressed codes, not its vectors; convert from a flat index",
                              field="kind")
@@ -158,6 +172,11 @@ class NameIndex:
                                  convert_seconds=round(time.perf_counter() - started, 3))
         index = type(self)(faiss_index, list(self.names), list(self.concept_ids), manifest)
         index._tables = self._tables
+        if params_used.get("rerank"):
+            name_rows = self._compact_tables()[2][:, 0]
+            first_row = np.full(int(name_rows.max()) + 1, -1, dtype=np.int64)
+            first_row[name_rows[::-1]] = np.arange(len(name_rows) - 1, -1, -1)  # first row of each name
+            index.rerank_vectors = vectors[first_row].astype(np.float16)
         return index
 
     def _configure_search(self) -> None:
@@ -203,9 +222,13 @@ class NameIndex:
         if self.kind == "hnsw":
             hnsw = _faiss().downcast_index(self.index).hnsw
             hnsw.efSearch = max(int(self.manifest["params"].get("ef_search", 128)), k)
-        scores, rows = self.index.search(vectors, k)
+        rerank = int(self.manifest.get("params", {}).get("rerank", 0)) if self.rerank_vectors is not None else 0
+        scores, rows = self.index.search(vectors, max(k, rerank))
         scores = scores.astype(np.float32, copy=False)
         rows = rows.astype(np.int64, copy=False)
+        if rerank:
+            name_of_row = self._compact_tables()[2][:, 0]
+            scores, rows = rerank_exact(vectors, rows, lambda r: self.rerank_vectors[name_of_row[r]], k)
         scores[rows < 0] = -np.inf
         return scores, rows
 
@@ -241,6 +264,10 @@ class NameIndex:
         for stale in ("names.json", "concepts.json"):
             (folder / stale).unlink(missing_ok=True)
         np.save(folder / "rows.npy", rows, allow_pickle=False)
+        if self.rerank_vectors is not None:
+            np.save(folder / RERANK_FILE, np.asarray(self.rerank_vectors, dtype=np.float16), allow_pickle=False)
+        else:
+            (folder / RERANK_FILE).unlink(missing_ok=True)
         (folder / MANIFEST).write_text(json.dumps(self.manifest, indent=2, ensure_ascii=False) + "\n",
                                        encoding="utf-8")
         return folder
@@ -293,6 +320,16 @@ class NameIndex:
         concept_ids = [concepts[i] for i in rows[:, 1]]
         index = cls(faiss_index, names, concept_ids, manifest)
         index._tables = (unique_names, concepts, rows.astype(np.int32, copy=False))
+        if manifest.get("params", {}).get("rerank"):
+            try:
+                stored = np.load(folder / RERANK_FILE, mmap_mode="r", allow_pickle=False)
+            except (OSError, ValueError) as err:
+                raise InputError(f"the index re-ranks but its vectors cannot be read ({err})",
+                                 folder / RERANK_FILE) from err
+            if stored.shape != (len(unique_names), manifest["dim"]) or stored.dtype != np.float16:
+                raise InputError(f"expected float16 vectors of shape ({len(unique_names)}, {manifest['dim']}), "
+                                 f"found {stored.dtype} {stored.shape}", folder / RERANK_FILE)
+            index.rerank_vectors = stored
         index.check(encoder, kb, where=manifest_path)
         return index
 
@@ -311,7 +348,8 @@ def _make_faiss_index(kind: str, dim: int, vectors: np.ndarray, params: Dict[str
         return faiss.IndexFlatIP(dim), {}
     if kind == "pq":
         # 8-bit codes of pq_m sub-vectors (dim/4 dimensions by default: 96 bytes per name at dim 384)
-        used = {"pq_m": next(m for m in (dim // 4, dim // 2, dim, 1) if m >= 1 and dim % m == 0), "pq_bits": 8}
+        used = {"pq_m": next(m for m in (dim // 4, dim // 2, dim, 1) if m >= 1 and dim % m == 0), "pq_bits": 8,
+                "rerank": 0}
         _merge_params(used, params)
         if dim % used["pq_m"]:
             raise InputError(f"pq_m={used['pq_m']} must divide the vector dimension {dim}", field="pq_m")
@@ -331,7 +369,7 @@ def _make_faiss_index(kind: str, dim: int, vectors: np.ndarray, params: Dict[str
     nlist = max(1, min(int(4 * math.sqrt(n)), n // 39))
     pq_m = next((m for m in (dim // 8, dim // 4, dim // 2, 1) if m >= 1 and dim % m == 0), 1)
     pq_bits = 8 if n >= 256 * 39 else max(1, min(8, int(math.log2(max(n, 2) / 39)) if n >= 78 else 1))
-    used = {"nlist": nlist, "pq_m": pq_m, "pq_bits": pq_bits, "nprobe": min(nlist, 16)}
+    used = {"nlist": nlist, "pq_m": pq_m, "pq_bits": pq_bits, "nprobe": min(nlist, 16), "rerank": 0}
     _merge_params(used, params)
     if dim % used["pq_m"]:
         raise InputError(f"pq_m={used['pq_m']} must divide the vector dimension {dim}", field="pq_m")
@@ -365,6 +403,24 @@ def _merge_params(used: Dict[str, int], params: Dict[str, int]) -> None:
         raise InputError(f"unknown index parameter(s) {sorted(unknown)}; this kind takes {sorted(used)}",
                          field="params")
     for key, value in params.items():
-        if not isinstance(value, int) or value < 1:
-            raise InputError(f"must be a positive integer, got {value!r}", field=key)
+        smallest = 0 if key == "rerank" else 1
+        if not isinstance(value, int) or isinstance(value, bool) or value < smallest:
+            raise InputError(f"must be an integer >= {smallest}, got {value!r}", field=key)
         used[key] = value
+
+
+def rerank_exact(queries: np.ndarray, rows: np.ndarray, lookup: Any, k: int) -> Tuple[np.ndarray, np.ndarray]:
+    """Score the candidate ``rows`` (n, m) of ``queries`` (n, dim) exactly with the vectors
+    ``lookup(rows)`` returns, and keep the best ``k`` per query (row -1 = no candidate).
+
+    Each distinct candidate is read once, in row order, so a memory-mapped file is read
+    sequentially where candidates share pages."""
+    valid = rows >= 0
+    distinct, inverse = np.unique(np.where(valid, rows, 0), return_inverse=True)
+    table = np.asarray(lookup(distinct), dtype=np.float32)
+    candidates = table[inverse.reshape(rows.shape)]  # (n, m, dim)
+    exact = np.einsum("nd,nmd->nm", queries.astype(np.float32, copy=False), candidates)
+    exact[~valid] = -np.inf
+    order = np.argsort(-exact, axis=1, kind="stable")[:, :k]
+    picked_rows = np.take_along_axis(np.where(valid, rows, -1), order, axis=1)
+    return np.take_along_axis(exact, order, axis=1).astype(np.float32), picked_rows

@@ -134,3 +134,37 @@ def test_broken_index_folders_are_reported(flat, tmp_path):
     (folder / "manifest.json").write_text("{not json")
     with pytest.raises(InputError, match="manifest.json: invalid JSON"):
         NameIndex.load(folder)
+
+
+@pytest.mark.parametrize("kind", ["pq", "ivfpq"])
+def test_rerank_scores_compressed_candidates_exactly_from_memory_mapped_vectors(kind, flat, encoder, tmp_path):
+    kb = small_kb()
+    queries = encoder.encode(["heart attack", "renal failure", "breast tumour", "ms"])
+    exact_scores, exact_rows = flat.search(queries, k=4)
+    plain = NameIndex.build(kb, encoder, kind=kind, show_progress=False)
+    assert plain.rerank_vectors is None and plain.manifest["params"]["rerank"] == 0
+    # every row is a candidate: re-ranking turns the compressed search into the exact one
+    built = NameIndex.build(kb, encoder, kind=kind, show_progress=False, rerank=len(flat))
+    converted = flat.convert(kind, rerank=len(flat))
+    for index in (built, converted):
+        scores, rows = index.search(queries, k=4)
+        assert [[index.concept_ids[r] for r in row[:1]] for row in rows] == \
+            [[flat.concept_ids[r] for r in row[:1]] for row in exact_rows]
+        np.testing.assert_allclose(scores, exact_scores, atol=2e-3)  # float16 copies of the vectors
+        assert index.names[rows[0, 0]] == "heart attack" and scores[0, 0] == pytest.approx(1.0, abs=2e-3)
+    folder = built.save(tmp_path / kind)
+    assert (folder / "vectors.npy").is_file()
+    loaded = NameIndex.load(folder, encoder=encoder, kb=kb)
+    assert isinstance(loaded.rerank_vectors, np.memmap) and loaded.rerank_vectors.dtype == np.float16
+    for a, b in zip(loaded.search(queries, 4), built.search(queries, 4)):
+        np.testing.assert_array_equal(a, b)
+    np.save(folder / "vectors.npy", np.zeros((2, 32), dtype=np.float16))
+    with pytest.raises(InputError, match="expected float16 vectors of shape"):
+        NameIndex.load(folder)
+    (folder / "vectors.npy").unlink()
+    with pytest.raises(InputError, match="vectors.npy"):
+        NameIndex.load(folder)
+    with pytest.raises(InputError, match="rerank"):
+        NameIndex.build(kb, encoder, kind=kind, show_progress=False, rerank=-1)
+    with pytest.raises(InputError, match="unknown index parameter"):
+        NameIndex.build(kb, encoder, kind="hnsw", show_progress=False, rerank=10)

@@ -75,3 +75,17 @@ def test_errors_are_one_line_and_exit_2(tiny_bert, tmp_path):
     assert out.exit_code == 2 and "model folder not found" in out.output
     out = runner.invoke(app, ["link", "x", "--model", str(model)])
     assert out.exit_code == 2 and "--kb" in out.output
+    out = runner.invoke(app, ["index", "build", "--kb", str(write_small_kb(tmp_path)), "--model", str(model),
+                              "-o", str(tmp_path / "idx"), "--kind", "pq", "--param", "rerank"])
+    assert out.exit_code == 2 and "--param takes KEY=INTEGER, got 'rerank'" in out.output
+
+
+def test_index_build_with_parameters_and_precision(tiny_bert, tmp_path):
+    model, kb = _mean_model(tiny_bert, tmp_path), write_small_kb(tmp_path)
+    out = runner.invoke(app, ["index", "build", "--kb", str(kb), "--model", str(model), "-o", str(tmp_path / "idx"),
+                              "--kind", "pq", "--param", "pq_m=8", "--param", "rerank=40", "--precision", "float32",
+                              "--device", "cpu"])
+    assert out.exit_code == 0, out.output
+    index = NameIndex.load(tmp_path / "idx")
+    assert index.manifest["params"]["pq_m"] == 8 and index.manifest["params"]["rerank"] == 40
+    assert index.manifest["build"]["dtype"] == "float32" and (tmp_path / "idx" / "vectors.npy").is_file()
