@@ -14,6 +14,7 @@ INSTALL_REQUIRES = [
     "torch>=2.1",
     "transformers>=5,<6",
     "safetensors>=0.4",
+    "tokenizers>=0.19",  # spacy_sapbert.bert reads tokenizer.json without transformers
     "faiss-cpu>=1.8",
     "typer>=0.12",
     "tqdm>=4.60",

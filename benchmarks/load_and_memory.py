@@ -5,6 +5,11 @@ over the documents of a PubTator file (timed) and reports its peak RSS. The firs
 after a build or a reboot reads the files from disk ("first"); the following ones find
 them in the page cache ("warm", the median is reported).
 
+Variants are the linker's encoder settings, given as ``--variant LABEL=BACKEND,PRECISION``
+(default: ``default=auto,auto`` and the baseline ``transformers-fp32=transformers,float32``,
+the configuration before the native backend and CPU bf16); runs alternate between them and
+the ratios against the last variant are printed beside the numbers.
+
     python benchmarks/load_and_memory.py --corpus assets/corpora/ncbi-disease/NCBItestset_corpus.txt \\
         --runs 4 --output metrics/benchmarks/load-default.json
 """
@@ -16,13 +21,15 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, Dict, List
 
 PROBE = r"""
 import json, resource, sys, time
 start = time.perf_counter()
 import spacy, spacy_sapbert
 imported = time.perf_counter()
-nlp = spacy_sapbert.load() if sys.argv[1] == "default" else spacy.load(sys.argv[1])
+overrides = {"components.sapbert_linker.backend": sys.argv[3], "components.sapbert_linker.precision": sys.argv[4]}
+nlp = spacy_sapbert.load(config=overrides) if sys.argv[1] == "default" else spacy.load(sys.argv[1], config=overrides)
 loaded = time.perf_counter()
 from spacy_sapbert.annotate import Record, read_records
 texts = [r.text for r in read_records(sys.argv[2], fmt="pubtator") if isinstance(r, Record)]
@@ -40,30 +47,50 @@ def main() -> None:
     parser.add_argument("--pipeline", default="default", help="'default' or a pipeline folder/package")
     parser.add_argument("--corpus", required=True, type=Path)
     parser.add_argument("--runs", type=int, default=4)
+    parser.add_argument("--variant", action="append",
+                        help="LABEL=BACKEND,PRECISION (repeatable; the last one is the baseline of the ratios)")
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
-    runs = []
+    variants = {}
+    for item in args.variant or ["default=auto,auto", "transformers-fp32=transformers,float32"]:
+        label, _, settings = item.partition("=")
+        backend, _, precision = settings.partition(",")
+        variants[label] = (backend or "auto", precision or "auto")
+    runs: Dict[str, List[Dict[str, Any]]] = {label: [] for label in variants}
     for _ in range(args.runs):
-        out = subprocess.run([sys.executable, "-c", PROBE, args.pipeline, str(args.corpus)], check=True,
-                             capture_output=True, text=True)
-        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    warm = runs[1:] or runs
-    summary = {"pipeline": args.pipeline, "corpus": args.corpus.name, "runs": runs,
-               "first_load_s": round(runs[0]["load_s"], 2),
-               "warm_load_s_median": round(statistics.median(r["load_s"] for r in warm), 2),
-               "import_s_median": round(statistics.median(r["import_s"] for r in runs), 2),
-               "docs_per_s_median": round(statistics.median(r["docs_per_s"] for r in runs), 2),
-               "peak_rss_mb_max": round(max(r["peak_rss_mb"] for r in runs), 1)}
-    print(f"pipeline {args.pipeline}, {runs[0]['docs']} documents of {args.corpus.name}, {args.runs} fresh processes")
-    print(f"  import spacy + spacy_sapbert  {summary['import_s_median']:.2f} s (median)")
-    print(f"  load, first run               {summary['first_load_s']:.2f} s")
-    print(f"  load, warm (median)           {summary['warm_load_s_median']:.2f} s")
-    print(f"  nlp.pipe, whole pipeline      {summary['docs_per_s_median']:.2f} docs/s (median)")
-    print(f"  peak RSS                      {summary['peak_rss_mb_max']:.0f} MB (max over runs)")
+        for label, (backend, precision) in variants.items():
+            out = subprocess.run([sys.executable, "-c", PROBE, args.pipeline, str(args.corpus), backend, precision],
+                                 check=True, capture_output=True, text=True)
+            runs[label].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    summaries = {}
+    for label, done in runs.items():
+        warm = done[1:] or done
+        summaries[label] = {"backend": variants[label][0], "precision": variants[label][1], "runs": done,
+                            "first_load_s": round(done[0]["load_s"], 2),
+                            "warm_load_s_median": round(statistics.median(r["load_s"] for r in warm), 2),
+                            "import_s_median": round(statistics.median(r["import_s"] for r in done), 2),
+                            "docs_per_s_median": round(statistics.median(r["docs_per_s"] for r in done), 2),
+                            "peak_rss_mb_max": round(max(r["peak_rss_mb"] for r in done), 1)}
+    baseline = summaries[list(summaries)[-1]]
+    docs = next(iter(runs.values()))[0]["docs"]
+    print(f"pipeline {args.pipeline}, {docs} documents of {args.corpus.name}, {args.runs} fresh processes per "
+          f"variant, alternating; ratio = baseline / variant for times, variant / baseline for docs/s and RSS")
+    rows = [("import spacy + spacy_sapbert, s (median)", "import_s_median", False),
+            ("load, first run, s", "first_load_s", False), ("load, warm (median), s", "warm_load_s_median", False),
+            ("nlp.pipe, whole pipeline, docs/s (median)", "docs_per_s_median", True),
+            ("peak RSS, MB (max over runs)", "peak_rss_mb_max", True)]
+    print(f"  {'':<44}" + "".join(f"{label:>22}" for label in summaries))
+    for title, key, higher in rows:
+        cells = []
+        for summary in summaries.values():
+            ratio = summary[key] / baseline[key] if higher else baseline[key] / summary[key]
+            cells.append(f"{summary[key]:>10.2f} ({ratio:4.2f}x)")
+        print(f"  {title:<44}" + "".join(f"{c:>22}" for c in cells))
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
-
+        args.output.write_text(json.dumps({"pipeline": args.pipeline, "corpus": args.corpus.name,
+                                           "baseline": list(summaries)[-1], "variants": summaries},
+                                          indent=1) + "\n", encoding="utf-8")
 
 if __name__ == "__main__":
     main()

@@ -55,6 +55,7 @@ DEFAULT_CONFIG: Dict[str, Any] = {
     "batch_size": DEFAULT_BATCH_SIZE,
     "device": "auto",
     "precision": "auto",
+    "backend": "auto",
     "index_kind": "flat",
     "pooling": None,
     "max_length": None,
@@ -83,6 +84,7 @@ def make_sapbert_linker(
     batch_size: int,
     device: str,
     precision: str,
+    backend: str,
     index_kind: str,
     pooling: Optional[str],
     max_length: Optional[int],
@@ -96,7 +98,7 @@ def make_sapbert_linker(
         nlp, name, model=model, kb=kb, index=index, k=k, threshold=threshold,
         max_entities_per_mention=max_entities_per_mention, resolve_abbreviations=resolve_abbreviations,
         spans_key=spans_key, extension=extension, set_kb_id=set_kb_id, batch_size=batch_size, device=device,
-        precision=precision, index_kind=index_kind, pooling=pooling, max_length=max_length, cache_size=cache_size,
+        precision=precision, backend=backend, index_kind=index_kind, pooling=pooling, max_length=max_length, cache_size=cache_size,
     )
 
 
@@ -121,6 +123,7 @@ class SapBertLinker(Pipe):
         batch_size: int = DEFAULT_BATCH_SIZE,
         device: str = "auto",
         precision: str = "auto",
+        backend: str = "auto",
         index_kind: str = "flat",
         pooling: Optional[str] = None,
         max_length: Optional[int] = None,
@@ -149,6 +152,7 @@ class SapBertLinker(Pipe):
         self.batch_size = batch_size
         self.device = device
         self.precision = precision
+        self.backend = backend
         self.index_kind = index_kind
         self.pooling = pooling
         self.max_length = max_length
@@ -219,7 +223,7 @@ class SapBertLinker(Pipe):
                              "with config={'kb': 'path/to/kb.jsonl.gz'} (the embedded default KB comes with the "
                              f"embedded default model {DEFAULT_MODEL!r} only)", field="kb")
         encoder = Encoder(self.model_name, pooling=self.pooling, max_length=self.max_length, device=self.device,
-                          batch_size=self.batch_size, dtype=self.precision)
+                          batch_size=self.batch_size, dtype=self.precision, backend=self.backend)
         kb = KnowledgeBase.from_jsonl(self.kb_path) if self.kb_path else \
             KnowledgeBase.from_jsonl(default_kb_path(), name=default_kb_name())
         index_path = self.index_path or (default_index_path() if embedded and self.index_kind == "flat" and
@@ -367,7 +371,8 @@ class SapBertLinker(Pipe):
         if cfg.get("format_version") != FORMAT_VERSION:
             raise InputError(f"unsupported format {cfg.get('format_version')!r} (this version reads {FORMAT_VERSION})",
                              cfg_path, field="format_version")
-        encoder = Encoder(path / "encoder", device=self.device, batch_size=self.batch_size, dtype=self.precision)
+        encoder = Encoder(path / "encoder", device=self.device, batch_size=self.batch_size, dtype=self.precision,
+                          backend=self.backend)
         kb = KnowledgeBase.from_jsonl(path / KB_FILE, name=cfg.get("kb_name"))
         index = NameIndex.load(path / "index", encoder=encoder, kb=kb)
         self._linker = self._make_linker(encoder, kb, index)

@@ -121,6 +121,11 @@ def test_component_precision_setting(tiny_bert, tmp_path, monkeypatch):
         assert pipes[precision].encoder.dtype == ("float32" if precision == "float32" else "bfloat16")
     nlp.to_disk(tmp_path / "saved")
     assert spacy.load(tmp_path / "saved").get_pipe("sapbert_linker").encoder.dtype == "bfloat16"
+    overridden = spacy.load(tmp_path / "saved", config={"components.sapbert_linker.backend": "transformers",
+                                                         "components.sapbert_linker.precision": "float32"})
+    encoder = overridden.get_pipe("sapbert_linker").encoder
+    assert (encoder.backend, encoder.dtype) == ("transformers", "float32")
+    assert pipes["auto"].encoder.backend == "native"
     with pytest.raises(InputError, match="unknown dtype 'int4'"):
         nlp = spacy.blank("en")
         nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert), "kb": str(kb_file), "precision": "int4"})
