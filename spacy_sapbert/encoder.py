@@ -94,7 +94,7 @@ def read_settings(folder: Union[Path, str]) -> Dict[str, Any]:
 
 def cpu_has_native_bf16() -> bool:
     """True on CPUs whose matrix units compute bf16 natively (Intel AMX or AVX512-BF16). There
-    bf16 autocast runs MiniLM ≈2.3× faster than float32 at inference and ≈2-3× in training
+    bf16 autocast runs MiniLM 2.1-2.9× faster than float32 at inference and ≈2-3× in training
     (measured on 2 cores); elsewhere bf16 is emulated and slower than float32."""
     import torch
 
