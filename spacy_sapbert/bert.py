@@ -235,7 +235,6 @@ class _ConfigView:
         self._config = dict(config)
         self.hidden_size = settings.hidden_size
         self.max_position_embeddings = settings.max_position_embeddings
-        self.model_type = "bert"
 
     def to_dict(self) -> Dict[str, Any]:
         return dict(self._config)
@@ -277,9 +276,11 @@ class FastTokenizer:
         return {"input_ids": [e.ids for e in encodings]}
 
 
-def load(folder: Path) -> Tuple[BertEncoder, FastTokenizer, Dict[str, Any]]:
-    """(model, tokenizer, config dict) of a folder :func:`supports`."""
-    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+def load(folder: Path, config: Optional[Dict[str, Any]] = None) -> Tuple[BertEncoder, FastTokenizer, Dict[str, Any]]:
+    """(model, tokenizer, config dict) of a folder :func:`supports`; ``config`` is its
+    config.json when the caller has read it already."""
+    if config is None:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     model = BertEncoder.from_folder(folder, config)
     tokenizer = FastTokenizer(folder, config.get("pad_token_id"))
     return model, tokenizer, config

@@ -12,7 +12,7 @@ import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -156,7 +156,7 @@ class Encoder:
         location = resolve_model_path(model)
         settings = read_settings(location)
         where = str(location)
-        self.backend = self._pick_backend(backend, location)
+        self.backend, native_config = self._pick_backend(backend, location)
         """``native`` (:mod:`spacy_sapbert.bert`, no ``transformers`` import) or ``transformers``."""
         if self.backend == "native":
             config: Any = None
@@ -164,7 +164,7 @@ class Encoder:
             from . import bert
 
             try:
-                native_model, native_tokenizer, config_dict = bert.load(location)
+                native_model, native_tokenizer, config_dict = bert.load(location, native_config)
             except (OSError, ValueError, KeyError, RuntimeError) as err:
                 raise InputError(f"cannot load the model ({err})", where) from err
             limit = config_dict.get("max_position_embeddings")
@@ -223,14 +223,15 @@ class Encoder:
 
     # -- settings -------------------------------------------------------------------
     @staticmethod
-    def _pick_backend(backend: str, location: Union[Path, str]) -> str:
+    def _pick_backend(backend: str, location: Union[Path, str]) -> Tuple[str, Optional[Dict[str, Any]]]:
         """``auto``: ``native`` for a local plain-BERT folder with safetensors weights and a
-        ``tokenizer.json`` (the default pipeline, MiniLM), ``transformers`` for anything else."""
+        ``tokenizer.json`` (the default pipeline, MiniLM), ``transformers`` for anything else;
+        with the config.json it read for ``native`` (so it is read once)."""
         backend = (backend or "auto").lower()
         if backend not in BACKENDS:
             raise InputError(f"unknown backend {backend!r}: use one of {BACKENDS}", field="backend")
         if backend == "transformers":
-            return backend
+            return backend, None
         reason = "not a local folder"
         if isinstance(location, Path):
             from . import bert
@@ -242,10 +243,10 @@ class Encoder:
             if isinstance(config, dict):
                 ok, reason = bert.supports(location, config)
                 if ok:
-                    return "native"
+                    return "native", config
         if backend == "native":
             raise InputError(f"the native backend cannot run this model: {reason}", str(location), field="backend")
-        return "transformers"
+        return "transformers", None
 
     def _pick_dtype(self, dtype: Optional[str]) -> str:
         on_gpu = self.device.startswith("cuda")

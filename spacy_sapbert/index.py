@@ -47,7 +47,6 @@ INDEX_KINDS = ("flat", "hnsw", "ivfpq", "pq")
 MANIFEST = "manifest.json"
 INDEX_FILE = "index.faiss"
 RERANK_FILE = "vectors.npy"
-RERANK_KINDS = ("ivfpq", "pq")
 
 
 class IndexMismatchError(InputError):
@@ -173,9 +172,8 @@ class NameIndex:
         index = type(self)(faiss_index, list(self.names), list(self.concept_ids), manifest)
         index._tables = self._tables
         if params_used.get("rerank"):
-            name_rows = self._compact_tables()[2][:, 0]
-            first_row = np.full(int(name_rows.max()) + 1, -1, dtype=np.int64)
-            first_row[name_rows[::-1]] = np.arange(len(name_rows) - 1, -1, -1)  # first row of each name
+            # every row of a name holds the same vector: take each name's first row
+            _, first_row = np.unique(self._compact_tables()[2][:, 0], return_index=True)
             index.rerank_vectors = vectors[first_row].astype(np.float16)
         return index
 
