@@ -4,8 +4,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
+CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: setup run test clean
+.PHONY: setup run test chromium clean
 
 # Idempotent: the venv and the install are redone only when setup.py changes.
 setup: $(STAMP)
@@ -22,8 +23,21 @@ $(STAMP): setup.py
 run: setup
 	$(PY) -m spacy_sapbert.cli annotate examples/abstracts.jsonl --output annotations/examples.jsonl --overwrite --show
 
-test: setup
-	$(PY) -m pytest -q tests
+# The demo's browser test drives Debian's headless Chromium (no browser is ever downloaded): `make test`
+# installs it with apt-get when it is missing and it can (root), else stops here saying how to get it.
+test: setup chromium
+	SAPBERT_CHROMIUM=$(CHROMIUM) $(PY) -m pytest -q tests
+
+chromium:
+	@if [ -x "$(CHROMIUM)" ]; then exit 0; fi; \
+	if [ "$(CHROMIUM)" = /usr/bin/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "make: installing Debian's chromium for tests/test_demo_browser.py (apt-get install chromium)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null || true; \
+	fi; \
+	if [ ! -x "$(CHROMIUM)" ]; then \
+		echo "make: error: $(CHROMIUM) not found; the browser test needs it: run 'sudo apt-get install chromium' (Debian/Ubuntu), or set CHROMIUM=/path/to/chromium" >&2; \
+		exit 1; \
+	fi
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -12,6 +12,11 @@ before each run; the median of ``--repeats`` runs is reported with the ratio. In
     python benchmarks/link_throughput.py --kb kbs/medic.jsonl.gz --model sapbert-default \\
         --corpus assets/corpora/ncbi-disease/NCBItestset_corpus.txt \\
         --corpus assets/corpora/bc5cdr/CDR_DevelopmentSet.PubTator.txt --output metrics/benchmarks/throughput-medic.json
+
+Precisions that come to the same compute precision on this machine (``auto`` is float32 on a CPU
+without AMX/AVX512-BF16, so ``--precision auto --precision float32`` is one precision there) are
+measured once. A smoke run: ``--limit-docs 5 --repeats 1`` and a small KB (scispaCy's index build
+over MEDIC alone takes minutes).
 """
 from __future__ import annotations
 
@@ -25,7 +30,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import spacy
 from spacy.tokens import Doc
@@ -42,10 +47,13 @@ from training.corpora import read_pubtator  # noqa: E402
 logger = logging.getLogger("benchmark")
 
 
-def gold_docs(nlp: spacy.Language, corpus: Path) -> List[Doc]:
-    """One Doc per PubTator document, its gold mentions as ents (overlaps resolved by length)."""
-    docs = []
+def gold_docs(nlp: spacy.Language, corpus: Path, limit: int = 0) -> List[Doc]:
+    """One Doc per PubTator document (the first ``limit`` when > 0), its gold mentions as ents
+    (overlaps resolved by length)."""
+    docs: List[Doc] = []
     for document in read_pubtator(corpus):
+        if limit and len(docs) >= limit:
+            break
         doc = nlp.make_doc(document.text)
         spans = [doc.char_span(m.start, m.end, label=m.type, alignment_mode="expand") for m in document.mentions]
         doc.ents = filter_spans([s for s in spans if s is not None])
@@ -63,13 +71,32 @@ def timed(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - start
 
 
-def main() -> None:
+def our_variants(encoders: Dict[str, Encoder], kinds: List[str]) -> List[Tuple[str, str, Encoder, str]]:
+    """``(label, pipe name, encoder, index kind)`` of each variant of ours: every distinct compute
+    precision (the encoders' resolved dtypes: ``auto`` may be float32) with every distinct index
+    kind. Pipe names are numbered in order, so they never repeat (spaCy's E007)."""
+    by_dtype: Dict[str, Encoder] = {}
+    for requested, encoder in encoders.items():
+        if encoder.dtype in by_dtype:
+            logger.info("precision %r is %s on this machine, measured once", requested, encoder.dtype)
+            continue
+        by_dtype[encoder.dtype] = encoder
+    variants = []
+    for dtype, encoder in by_dtype.items():
+        for kind in dict.fromkeys(kinds):
+            variants.append((f"ours ({dtype}, {kind})", f"ours_{len(variants)}", encoder, kind))
+    return variants
+
+
+def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--kb", required=True, type=Path)
     parser.add_argument("--model", default="sapbert-default")
     parser.add_argument("--index", type=Path, help="Prebuilt index of --model over --kb (else built here, timed).")
     parser.add_argument("--corpus", action="append", type=Path, required=True)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--limit-docs", type=int, default=0,
+                        help="Only the first N documents of each corpus (0: all; for a smoke run)")
     parser.add_argument("--precision", action="append",
                         help="Our encoder's compute precision, repeatable (default: auto = bf16 autocast on CPUs "
                              "with AMX/AVX512-BF16, else float32; and float32)")
@@ -78,9 +105,11 @@ def main() -> None:
                              "the others converted from its vectors")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--output", type=Path)
-    args = parser.parse_args()
-    precisions = args.precision or ["auto", "float32"]
-    kinds = args.index_kind or ["flat", "hnsw"]
+    args = parser.parse_args(argv)
+    precisions = list(dict.fromkeys(args.precision or ["auto", "float32"]))
+    kinds = list(dict.fromkeys(args.index_kind or ["flat", "hnsw"]))
+    if args.limit_docs < 0 or args.repeats < 1:
+        parser.error("--limit-docs must be >= 0 and --repeats >= 1")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     import torch
 
@@ -108,13 +137,11 @@ def main() -> None:
             indexes[kind] = index.convert(kind)
             result[f"ours_index_{kind}"] = indexes[kind].manifest["build"]
     pipes = {}
-    for precision, encoder in encoders.items():
-        for kind in kinds:
-            label = f"ours ({encoder.dtype}, {kind})"
-            pipe = nlp.add_pipe("sapbert_linker", name=f"ours_{len(pipes)}",
-                                config={"model": args.model, "kb": str(args.kb), "device": "cpu"})
-            pipe.use(encoder, kb, indexes[kind])
-            pipes[label] = pipe
+    for label, name, encoder, kind in our_variants(encoders, kinds):
+        pipe = nlp.add_pipe("sapbert_linker", name=name,
+                            config={"model": args.model, "kb": str(args.kb), "device": "cpu"})
+        pipe.use(encoder, kb, indexes[kind])
+        pipes[label] = pipe
 
     theirs_system = ScispacyCandidates()
     start = time.perf_counter()
@@ -126,7 +153,7 @@ def main() -> None:
 
     corpora = []
     for path in args.corpus:
-        docs = gold_docs(nlp, path)
+        docs = gold_docs(nlp, path, limit=args.limit_docs)
         mentions = sum(len(d.ents) for d in docs)
         runs: Dict[str, List[float]] = {label: [] for label in pipes}
         runs["scispacy"] = []

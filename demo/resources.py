@@ -176,12 +176,18 @@ def add_compare_space(resources: DemoResources, model: str, index: Optional[Path
     from spacy_sapbert.encoder import Encoder
     from spacy_sapbert.index import NameIndex
 
+    if index and not Path(index).exists():
+        raise InputError("comparison index folder not found: build it once with `spacy project run demo-index` "
+                         "(the embedded KB with the base model; `spacy project run demo` does that first) or "
+                         "`sapbert index build`, or leave out --compare-index to encode the KB's names at start-up",
+                         index, field="compare_index")
     kb = resources.kb
     encoder = Encoder(model, device=device)
     if index:
         name_index = NameIndex.load(index, encoder=encoder, kb=kb)
     else:
-        logger.info("encoding the KB's names with the comparison model %s", model)
+        logger.info("encoding the KB's %d names with the comparison model %s now (minutes for a large KB on a "
+                    "CPU; `sapbert index build` saves them once, for --compare-index)", kb.stats().names, model)
         name_index = NameIndex.build(kb, encoder, show_progress=show_progress)
     space = EmbeddingSpace(label or _model_label(model), encoder, name_index, kb)
     if space.label == resources.spaces[0].label:

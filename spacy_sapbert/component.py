@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import logging
+import numbers
+import re
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -28,11 +30,12 @@ from spacy.tokens import Doc, Span, SpanGroup
 from spacy.util import minibatch
 
 from .default import DEFAULT_MODEL, default_index_path, default_kb_name, default_kb_path
-from .encoder import DEFAULT_BATCH_SIZE, Encoder
+from .encoder import BACKENDS, DEFAULT_BATCH_SIZE, DTYPE_CHOICES, POOLINGS, Encoder, check_dtype
 from .errors import InputError
 from .index import INDEX_KINDS, NameIndex
 from .kb import KnowledgeBase
 from .linker import DEFAULT_CACHE_SIZE, DEFAULT_K, DEFAULT_MAX_ENTITIES, Candidates, Linker
+from .threads import protect_forks
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +66,81 @@ DEFAULT_CONFIG: Dict[str, Any] = {
 }
 
 
+class SettingError(InputError):
+    """A pipe setting with a value it cannot take, reported as
+    ``<pipe> setting 'k': expected an integer ≥ 1, got '25' (str)`` when the pipe is added,
+    rather than as a TypeError (or a silently wrong link) on the first document."""
+
+    def __init__(self, pipe_name: str, setting: str, expected: str, value: Any) -> None:
+        problem = f"expected {expected}, got {value!r} ({type(value).__name__})"
+        super().__init__(problem, field=setting)
+        self.pipe_name = pipe_name
+        self.args = (f"{pipe_name} setting {setting!r}: {problem}",)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str) and value != ""
+
+
+def _is_dtype(value: Any) -> bool:
+    if not isinstance(value, str):
+        return False
+    try:
+        check_dtype(value, setting="precision")
+    except InputError:
+        return False
+    return True
+
+
+_DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?", re.IGNORECASE)
+
+SETTING_RULES: Dict[str, Tuple[str, Callable[[Any], bool]]] = {
+    # setting: (what it accepts, in the words of the error message; the test)
+    "model": ("a model folder or name (a non-empty string)", _is_text),
+    "kb": ("null or a knowledge base file (a non-empty string)", lambda v: v is None or _is_text(v)),
+    "index": ("null or an index folder (a non-empty string)", lambda v: v is None or _is_text(v)),
+    "k": ("an integer ≥ 1", lambda v: _is_int(v) and v >= 1),
+    # Scores are cosine similarities of unit vectors, so a threshold outside [-1, 1]
+    # either keeps everything or nothing: almost certainly a typo (1.5 for 0.15, a percentage).
+    "threshold": ("null (no threshold) or a number from -1 to 1 (scores are cosine similarities, in [-1, 1])",
+                  lambda v: v is None or (isinstance(v, numbers.Real) and not isinstance(v, bool) and -1 <= v <= 1)),
+    "max_entities_per_mention": ("an integer ≥ 1", lambda v: _is_int(v) and v >= 1),
+    "resolve_abbreviations": ("true or false", lambda v: isinstance(v, bool)),
+    "spans_key": ("null (link doc.ents) or a span group name (a non-empty string)", lambda v: v is None or _is_text(v)),
+    "extension": ("a Python identifier (the X of span._.X)", lambda v: isinstance(v, str) and v.isidentifier()),
+    "set_kb_id": ("true or false", lambda v: isinstance(v, bool)),
+    "batch_size": ("an integer ≥ 1", lambda v: _is_int(v) and v >= 1),
+    "device": ("one of auto, cpu, cuda, cuda:N, mps", lambda v: isinstance(v, str) and bool(_DEVICE.fullmatch(v))),
+    "precision": (f"one of {DTYPE_CHOICES}", _is_dtype),
+    "backend": (f"one of {', '.join(BACKENDS)}", lambda v: isinstance(v, str) and v.lower() in BACKENDS),
+    "index_kind": (f"one of {', '.join(INDEX_KINDS)}", lambda v: v in INDEX_KINDS),
+    "pooling": (f"null (the model folder's setting) or one of {', '.join(POOLINGS)}",
+                lambda v: v is None or (isinstance(v, str) and v.lower() in POOLINGS)),
+    "max_length": ("null (the model folder's setting) or an integer ≥ 3 (tokens per mention, at most the "
+                   "model's position limit)", lambda v: v is None or (_is_int(v) and v >= 3)),
+    "cache_size": ("an integer ≥ 0 (0 turns the cache off)", lambda v: _is_int(v) and v >= 0),
+}
+"""Every setting of the ``sapbert_linker`` factory and what it accepts: the one place they are checked."""
+
+
+def check_setting(setting: str, value: Any, pipe_name: str = "sapbert_linker") -> None:
+    """Raise :class:`SettingError` unless ``value`` is allowed for ``setting``. Only the form is
+    checked (no file is opened, no model loaded): paths and GPUs are checked when loaded."""
+    expected, allowed = SETTING_RULES[setting]
+    if not allowed(value):
+        raise SettingError(pipe_name, setting, expected, value)
+
+
+def check_settings(settings: Dict[str, Any], pipe_name: str = "sapbert_linker") -> None:
+    """Check every setting in ``settings`` (see :data:`SETTING_RULES`); the first bad one raises."""
+    for setting, value in settings.items():
+        check_setting(setting, value, pipe_name)
+
+
 @Language.factory(
     "sapbert_linker",
     default_config=DEFAULT_CONFIG,
@@ -90,16 +168,18 @@ def make_sapbert_linker(
     max_length: Optional[int],
     cache_size: int,
 ) -> "SapBertLinker":
-    """Settings (model, kb, index: paths or names; the rest: see README "Usage")."""
-    requirements = nlp.meta.setdefault("requirements", [])
-    if not any(str(r).startswith("spacy-sapbert") for r in requirements):
-        requirements.append(PACKAGE_REQUIREMENT)  # so that `spacy package` depends on us
-    return SapBertLinker(
+    """Settings (model, kb, index: paths or names; the rest: see README "Usage"), checked by
+    :func:`check_settings` when the pipe is constructed."""
+    pipe = SapBertLinker(
         nlp, name, model=model, kb=kb, index=index, k=k, threshold=threshold,
         max_entities_per_mention=max_entities_per_mention, resolve_abbreviations=resolve_abbreviations,
         spans_key=spans_key, extension=extension, set_kb_id=set_kb_id, batch_size=batch_size, device=device,
         precision=precision, backend=backend, index_kind=index_kind, pooling=pooling, max_length=max_length, cache_size=cache_size,
     )
+    requirements = nlp.meta.setdefault("requirements", [])
+    if not any(str(r).startswith("spacy-sapbert") for r in requirements):
+        requirements.append(PACKAGE_REQUIREMENT)  # so that `spacy package` depends on us
+    return pipe
 
 
 class SapBertLinker(Pipe):
@@ -129,14 +209,11 @@ class SapBertLinker(Pipe):
         max_length: Optional[int] = None,
         cache_size: int = DEFAULT_CACHE_SIZE,
     ) -> None:
-        if index_kind not in INDEX_KINDS:
-            raise InputError(f"unknown index_kind {index_kind!r}: use one of {INDEX_KINDS}", field="index_kind")
-        if not extension or not extension.isidentifier():
-            raise InputError(f"extension must be a Python identifier, got {extension!r}", field="extension")
-        if k < 1 or max_entities_per_mention < 1 or batch_size < 1 or cache_size < 0:
-            raise InputError("k, max_entities_per_mention and batch_size must be positive, cache_size >= 0",
-                             field="k/max_entities_per_mention/batch_size/cache_size")
+        # first, before anything is set or loaded: the arguments are exactly the settings
+        check_settings({key: value for key, value in locals().items() if key in SETTING_RULES}, name)
+        protect_forks()  # before any fork of nlp.pipe(n_process=N), whether or not the encoder ran yet
         self.name = name
+        self._warned_missing_group = False
         self.vocab = nlp.vocab
         self._linker: Optional[Linker] = None
         self.model_name = model
@@ -166,6 +243,7 @@ class SapBertLinker(Pipe):
 
     @k.setter
     def k(self, value: int) -> None:
+        check_setting("k", value, self.name)
         self._k = value
         if self._linker is not None:
             self._linker.k = value
@@ -176,6 +254,7 @@ class SapBertLinker(Pipe):
 
     @threshold.setter
     def threshold(self, value: Optional[float]) -> None:
+        check_setting("threshold", value, self.name)
         self._threshold = value
         if self._linker is not None:
             self._linker.threshold = value
@@ -186,8 +265,7 @@ class SapBertLinker(Pipe):
 
     @max_entities_per_mention.setter
     def max_entities_per_mention(self, value: int) -> None:
-        if value < 1:
-            raise InputError(f"must be positive, got {value}", field="max_entities_per_mention")
+        check_setting("max_entities_per_mention", value, self.name)
         self._max_entities_per_mention = value
         if self._linker is not None:
             self._linker.max_entities_per_mention = value
@@ -271,11 +349,19 @@ class SapBertLinker(Pipe):
             yield from docs
 
     def spans(self, doc: Doc) -> Sequence[Span]:
-        """The spans this pipe links: ``doc.ents``, or ``doc.spans[spans_key]`` (none if absent)."""
+        """The spans this pipe links: ``doc.ents``, or ``doc.spans[spans_key]`` (none if absent:
+        logged once, since a misspelt or unset group otherwise looks like "no entities")."""
         if self.spans_key is None:
             return doc.ents
         if self.spans_key in doc.spans:
             return doc.spans[self.spans_key]
+        if not self._warned_missing_group:
+            self._warned_missing_group = True
+            groups = sorted(doc.spans)
+            logger.warning("%s: spans_key %r names a span group that this doc does not have (%s), so none of its "
+                           "spans are linked; set spans_key to the group your span pipe writes, or to null to link "
+                           "doc.ents (warned once per pipe)", self.name, self.spans_key,
+                           f"its groups: {groups}" if groups else "it has no span groups")
         return []
 
     def _process(self, docs: Sequence[Doc]) -> None:
@@ -398,4 +484,5 @@ def _query_text(span: Span, abbreviations: Optional[Dict[Any, str]]) -> str:
     return span.text
 
 
-__all__: Tuple[str, ...] = ("SapBertLinker", "make_sapbert_linker", "DEFAULT_CONFIG")
+__all__: Tuple[str, ...] = ("SapBertLinker", "make_sapbert_linker", "DEFAULT_CONFIG", "SETTING_RULES", "SettingError",
+                            "check_setting", "check_settings")

@@ -34,6 +34,23 @@ _DTYPES = {"float32": "float32", "fp32": "float32", "float16": "float16", "fp16"
            "bfloat16": "bfloat16", "bf16": "bfloat16"}
 
 
+DTYPE_CHOICES = "auto, float32, float16, bfloat16 (aliases fp32, fp16, half, bf16)"
+
+
+def check_dtype(dtype: Optional[str], setting: str = "dtype") -> str:
+    """``auto`` or the canonical name of ``dtype`` (``fp16`` → ``float16``; case and a
+    ``torch.`` prefix are ignored). ``setting`` is the caller's name for the value
+    (``precision`` in the spaCy pipe, ``--precision`` on the command line), so that the
+    error names what the user actually typed."""
+    text = str(dtype or "auto").lower().replace("torch.", "")
+    if text == "auto":
+        return text
+    key = _DTYPES.get(text)
+    if key is None:
+        raise InputError(f"unknown {setting} {dtype!r}: use {DTYPE_CHOICES}", field=setting)
+    return key
+
+
 def resolve_model_path(model: PathLike) -> Union[Path, str]:
     """A local folder for ``model``, or the string itself when it can only be a hub name.
 
@@ -152,6 +169,10 @@ class Encoder:
     ) -> None:
         import torch
 
+        from .threads import protect_forks
+
+        protect_forks()  # nlp.pipe(n_process=N) forks after torch has run: see threads.py
+        check_dtype(dtype)  # now, not after a model was loaded for nothing
         self.source = str(model)
         location = resolve_model_path(model)
         settings = read_settings(location)
@@ -250,14 +271,11 @@ class Encoder:
 
     def _pick_dtype(self, dtype: Optional[str]) -> str:
         on_gpu = self.device.startswith("cuda")
-        text = str(dtype or "auto").lower().replace("torch.", "")
-        if text == "auto":
+        key = check_dtype(dtype)
+        if key == "auto":
             if on_gpu:
                 return "float16"
             return "bfloat16" if self.device == "cpu" and cpu_has_native_bf16() else "float32"
-        key = _DTYPES.get(text)
-        if key is None:
-            raise InputError(f"unknown dtype {dtype!r}: use auto, float32, float16 or bfloat16", field="dtype")
         if on_gpu or key == "float32":
             return key
         if key == "bfloat16" and self.device == "cpu":

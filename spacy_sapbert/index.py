@@ -35,6 +35,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
+from .atomic import atomic_dir, check_replaceable, remove_stale_temps
 from .encoder import Encoder
 from .errors import InputError
 from .kb import KnowledgeBase
@@ -253,21 +254,33 @@ class NameIndex:
 
     # -- files --------------------------------------------------------------------
     def save(self, folder: PathLike) -> Path:
+        """Write the index to ``folder``, replacing an index saved there before.
+
+        The files are written to a temporary sibling folder and swapped in whole
+        (:func:`~spacy_sapbert.atomic.atomic_dir`), so a save killed at any moment leaves the
+        previous index or the new one, never a mix of both (which would load and link
+        wrongly); it also makes saving an index back over the folder it is memory-mapped
+        from safe. A folder holding anything but a saved index is refused, not replaced:
+        see :func:`check_save_target`. Temporary folders left by killed saves are removed.
+        A symbolic link to a folder stays a link: the folder it points to is replaced.
+        """
         folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
+        check_save_target(folder)
+        real = folder.resolve()  # a link's target; "." or "idx/.." by its real name
+        if real.parent.is_dir():
+            removed = remove_stale_temps(real.parent, real.name)
+            if removed:
+                logger.info("removed %d temporary folder(s) left beside %s by an interrupted save", removed, real)
         unique_names, concepts, rows = self._compact_tables()
-        _faiss().write_index(self.index, str(folder / INDEX_FILE))
-        _write_json_gz(folder / "names.json.gz", unique_names)
-        _write_json_gz(folder / "concepts.json.gz", concepts)
-        for stale in ("names.json", "concepts.json"):
-            (folder / stale).unlink(missing_ok=True)
-        np.save(folder / "rows.npy", rows, allow_pickle=False)
-        if self.rerank_vectors is not None:
-            np.save(folder / RERANK_FILE, np.asarray(self.rerank_vectors, dtype=np.float16), allow_pickle=False)
-        else:
-            (folder / RERANK_FILE).unlink(missing_ok=True)
-        (folder / MANIFEST).write_text(json.dumps(self.manifest, indent=2, ensure_ascii=False) + "\n",
-                                       encoding="utf-8")
+        with atomic_dir(real) as tmp:
+            _faiss().write_index(self.index, str(tmp / INDEX_FILE))
+            _write_json_gz(tmp / "names.json.gz", unique_names)
+            _write_json_gz(tmp / "concepts.json.gz", concepts)
+            np.save(tmp / "rows.npy", rows, allow_pickle=False)
+            if self.rerank_vectors is not None:
+                np.save(tmp / RERANK_FILE, np.asarray(self.rerank_vectors, dtype=np.float16), allow_pickle=False)
+            (tmp / MANIFEST).write_text(json.dumps(self.manifest, indent=2, ensure_ascii=False) + "\n",
+                                        encoding="utf-8")
         return folder
 
     def _compact_tables(self) -> Tuple[List[str], List[str], np.ndarray]:
@@ -334,6 +347,25 @@ class NameIndex:
     def __repr__(self) -> str:
         return (f"NameIndex(kind={self.kind!r}, rows={len(self)}, dim={self.dim}, "
                 f"kb={self.manifest.get('kb_name')!r}, model={self.manifest.get('model')!r})")
+
+
+def is_index_folder(folder: PathLike) -> bool:
+    """Whether ``folder`` holds a saved NameIndex: a ``manifest.json`` that is a JSON object
+    with the keys every index manifest has (any format version)."""
+    try:
+        manifest = json.loads((Path(folder) / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and all(key in manifest for key in ("format_version", "kind",
+                                                                           "model_fingerprint"))
+
+
+def check_save_target(folder: PathLike) -> None:
+    """Raise :class:`InputError` unless :meth:`NameIndex.save` may write ``folder``: it is
+    missing, empty or a saved index. Replacing anything else would delete files that are
+    not ours (there is no overwrite flag); callers that build for minutes can check first."""
+    check_replaceable(folder, is_index_folder, f"a saved NameIndex (no {MANIFEST})",
+                      "Choose a new or empty folder, or delete this one yourself", option="index folder")
 
 
 def _make_faiss_index(kind: str, dim: int, vectors: np.ndarray, params: Dict[str, int]) -> Tuple[Any, Dict[str, int]]:

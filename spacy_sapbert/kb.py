@@ -8,7 +8,12 @@ scispaCy KB file loads here; ``.gz`` is supported on both read and write.
 A ``concept_id`` may hold several equivalent identifiers joined by ``|`` (MEDIC
 concepts that carry both a MeSH and an OMIM ID, concepts merged across vocabularies);
 the first one is the primary ID and :meth:`KnowledgeBase.resolve` finds the concept
-by any of them.
+by any of them, or by the whole joined string (what ``span.kb_id_`` holds).
+
+A KB file holds one record per concept: a ``concept_id`` that appears twice is an error
+naming both lines, since a silent merge would hide a broken export. Building a KB in
+code merges records of one concept on purpose, and counts them
+(:attr:`KnowledgeBase.merged_records`) so a build can report the merges.
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, Union
 
+from .atomic import atomic_open
 from .errors import InputError
 from .normalize import normalize
 
@@ -111,7 +117,8 @@ class KnowledgeBase:
     """Concept lookup by ID, and normalised alias → concept IDs.
 
     Records with the same ``concept_id`` are merged (:func:`merge_concepts`), so a KB can
-    be built from several sources in any order and comes out the same for the same order.
+    be built from several sources in any order and comes out the same for the same order;
+    :attr:`merged_records` counts them, for the build report.
     """
 
     def __init__(self, concepts: Iterable[Concept] = (), name: str = "") -> None:
@@ -119,13 +126,20 @@ class KnowledgeBase:
         self._concepts: Dict[str, Concept] = {}
         self._id_to_concept: Dict[str, str] = {}
         self._alias_index: Optional[Dict[str, List[str]]] = None
+        self._fingerprint: Optional[str] = None
+        #: records merged into a concept added before them (same concept_id)
+        self.merged_records = 0
         for concept in concepts:
             self.add(concept)
 
     # -- building -----------------------------------------------------------------
     def add(self, concept: Concept) -> None:
-        if not isinstance(concept.concept_id, str) or not concept.concept_id.strip():
-            raise ValueError(f"concept without an ID: {concept!r}")
+        """Add ``concept``, merging it into an existing concept with the same ``concept_id``."""
+        problem = _id_problem(concept.concept_id)
+        if problem is not None:
+            raise ValueError(f"concept_id {problem}: {concept!r}")
+        if not isinstance(concept.canonical_name, str) or not concept.canonical_name.strip():
+            raise ValueError(f"concept without a canonical name: {concept!r}")
         existing = self._concepts.get(concept.concept_id)
         if existing is None:
             concept = Concept(
@@ -137,11 +151,12 @@ class KnowledgeBase:
             )
         else:
             concept = merge_concepts(existing, concept)
+            self.merged_records += 1
         self._concepts[concept.concept_id] = concept
         for cid in concept.ids:
             self._id_to_concept.setdefault(cid, concept.concept_id)
         self._alias_index = None
-        self._fingerprint: Optional[str] = None
+        self._fingerprint = None
 
     # -- lookup ---------------------------------------------------------------------
     def __len__(self) -> int:
@@ -160,9 +175,36 @@ class KnowledgeBase:
         return self._concepts.get(concept_id)
 
     def resolve(self, any_id: str) -> Optional[Concept]:
-        """The concept that carries ``any_id`` as its primary or an equivalent ID."""
-        key = self._id_to_concept.get(any_id)
-        return self._concepts[key] if key is not None else None
+        """The concept that carries ``any_id`` as its primary or an equivalent ID.
+
+        ``any_id`` may be a joined ID (``D012174|OMIM:268000``, what ``span.kb_id_`` holds):
+        the whole string is tried first, then each ``|``-separated part in order. Each is
+        looked up as written, then in the canonical spelling of
+        :func:`~spacy_sapbert.sources.ids.normalize_curie` (``MESH:D012174`` → ``D012174``).
+        """
+        if not isinstance(any_id, str):
+            return None
+        candidates = [any_id]
+        if ID_SEPARATOR in any_id:
+            candidates.extend(any_id.split(ID_SEPARATOR))
+        for candidate in candidates:
+            concept = self._resolve_one(candidate.strip())
+            if concept is not None:
+                return concept
+        return None
+
+    def _resolve_one(self, cid: str) -> Optional[Concept]:
+        if not cid:
+            return None
+        for key in (cid, _canonical_id(cid)):
+            if key is None:
+                continue
+            if key in self._concepts:  # a concept whose whole ID this is wins over one that lists it
+                return self._concepts[key]
+            owner = self._id_to_concept.get(key)
+            if owner is not None:
+                return self._concepts[owner]
+        return None
 
     @property
     def alias_to_concepts(self) -> Dict[str, List[str]]:
@@ -201,8 +243,8 @@ class KnowledgeBase:
     def fingerprint(self) -> str:
         """A content hash, independent of record order: what an index is tied to (computed
         once; adding a concept recomputes it)."""
-        if getattr(self, "_fingerprint", None) is not None:
-            return self._fingerprint  # type: ignore[return-value]
+        if self._fingerprint is not None:
+            return self._fingerprint
         digest = hashlib.sha256()
         for cid in sorted(self._concepts):
             digest.update(json.dumps(self._concepts[cid].to_dict(), sort_keys=True, ensure_ascii=False).encode("utf-8"))
@@ -212,17 +254,22 @@ class KnowledgeBase:
 
     # -- files ----------------------------------------------------------------------
     def to_jsonl(self, path: PathLike) -> Path:
-        """Write scispaCy's JSONL (gzip-compressed when the name ends in ``.gz``), atomically."""
+        """Write scispaCy's JSONL (gzip-compressed when the name ends in ``.gz``).
+
+        Atomically (:func:`~spacy_sapbert.atomic.atomic_open`): a crash leaves the old file
+        or the complete new one, never a shorter KB that still loads.
+        """
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        # gzip with mtime 0: the same KB gives the same bytes (a shipped KB does not change in git on a rebuild)
-        with open(tmp, "wb") as raw:
+        with atomic_open(path, "wb") as raw:
+            # gzip with mtime 0: the same KB gives the same bytes (a shipped KB does not change in git on a rebuild)
             stream = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if path.suffix == ".gz" else raw
-            with io.TextIOWrapper(stream, encoding="utf-8", newline="\n") as out:
-                for concept in self._concepts.values():
-                    out.write(json.dumps(concept.to_dict(), ensure_ascii=False) + "\n")
-        tmp.replace(path)
+            out = io.TextIOWrapper(stream, encoding="utf-8", newline="\n")
+            for concept in self._concepts.values():
+                out.write(json.dumps(concept.to_dict(), ensure_ascii=False) + "\n")
+            out.flush()
+            out.detach()  # leaves ``raw`` open: atomic_open syncs and closes it
+            if stream is not raw:
+                stream.close()  # the gzip trailer (CRC and length); a GzipFile on a fileobj does not close it
         return path
 
     @classmethod
@@ -232,13 +279,42 @@ class KnowledgeBase:
         if not path.is_file():
             raise InputError("knowledge base file not found", path)
         kb = cls(name=name if name is not None else _stem(path))
+        first_line: Dict[str, int] = {}
         for line_no, record in _read_records(path):
-            kb.add(_concept_from_record(record, path, line_no))
+            concept = _concept_from_record(record, path, line_no)
+            first = first_line.setdefault(concept.concept_id, line_no)
+            if first != line_no:
+                raise InputError(f"duplicate concept_id {concept.concept_id!r} (first at line {first}); a KB file "
+                                 "holds one record per concept: merge the two records or remove one",
+                                 path, line_no, "concept_id")
+            kb.add(concept)
         return kb
 
     # alias kept for symmetry with to_jsonl/from_jsonl
     load = from_jsonl
     save = to_jsonl
+
+
+def _id_problem(concept_id: object) -> Optional[str]:
+    """Why ``concept_id`` is no usable ID, or None: every ``|``-joined part must be a non-empty
+    string without surrounding spaces, or resolve() could never find it."""
+    if not isinstance(concept_id, str) or not concept_id.strip():
+        return "missing or not a non-empty string"
+    parts = concept_id.split(ID_SEPARATOR)
+    if any(not part or part != part.strip() for part in parts):
+        return (f"{concept_id!r} has an empty or space-padded ID between its '{ID_SEPARATOR}' separators "
+                f"(IDs are joined as 'D012174{ID_SEPARATOR}OMIM:268000')")
+    return None
+
+
+def _canonical_id(cid: str) -> Optional[str]:
+    """``cid`` in this project's canonical spelling (sources.ids holds the ID grammar), or None."""
+    from .sources.ids import normalize_curie  # imported here: the sources package imports this module
+
+    try:
+        return normalize_curie(cid)
+    except ValueError:  # a known prefix with a malformed local part: no such concept
+        return None
 
 
 def _stem(path: Path) -> str:
@@ -285,10 +361,12 @@ def _concept_from_record(record: object, path: Path, line: int) -> Concept:
     unknown = set(record) - set(KB_FIELDS)
     if unknown:
         raise InputError(f"unknown field(s) {sorted(unknown)}; scispaCy's schema has {list(KB_FIELDS)}", path, line)
-    for field in ("concept_id", "canonical_name"):
-        value = record.get(field)
-        if not isinstance(value, str) or (field == "concept_id" and not value.strip()):
-            raise InputError("missing or not a non-empty string", path, line, field)
+    problem = _id_problem(record.get("concept_id"))
+    if problem is not None:
+        raise InputError(problem, path, line, "concept_id")
+    name = record.get("canonical_name")
+    if not isinstance(name, str) or not name.strip():
+        raise InputError("missing or not a non-empty string", path, line, "canonical_name")
     for field in ("aliases", "types"):
         value = record.get(field, [])
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):

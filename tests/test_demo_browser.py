@@ -3,11 +3,13 @@
 The app is served on a free local port from a thread of this process, over a 30-concept KB
 written here (MeSH 2024 descriptor IDs and terms) with the real MiniLM as the encoder and a
 tiny random BERT as the comparison space. Screenshots go to test-artifacts/ (git-ignored).
-Skips only where /usr/bin/chromium is absent (``apt-get install chromium``); no browser is
-ever downloaded.
+Where the browser (/usr/bin/chromium, or $SAPBERT_CHROMIUM) is missing every test here FAILS,
+saying how to install it (``apt-get install chromium``; ``make test`` does that when it can):
+a skipped browser test would pass unnoticed. No browser is ever downloaded.
 """
 from __future__ import annotations
 
+import os
 import re
 import socket
 from pathlib import Path
@@ -16,14 +18,24 @@ import pytest
 
 from spacy_sapbert.kb import Concept, KnowledgeBase
 
-CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM = Path(os.environ.get("SAPBERT_CHROMIUM") or "/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 WAIT_MS = 90_000  # two shared CPU cores: the first encoder call can be slow
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian's chromium is not installed "
-                                "(apt-get install chromium)")
+MISSING_BROWSER = (f"the demo's browser test needs Debian's headless Chromium at {CHROMIUM}, which is missing: "
+                   "install it with `sudo apt-get install chromium` (`make test` does so when run as root), or "
+                   "point SAPBERT_CHROMIUM at a Chromium binary")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def chromium() -> Path:
+    """Fail (not skip) every test of this module when there is no browser to drive."""
+    if not CHROMIUM.is_file():
+        pytest.fail(MISSING_BROWSER, pytrace=False)
+    return CHROMIUM
+
 
 # (DescriptorUI, name, some of its MeSH 2024 entry terms, type)
 MESH = [

@@ -142,3 +142,8 @@ def test_devices_and_dtypes(tiny_bert, caplog):
     assert half_on_cpu.dtype == "float32" and "GPU only" in caplog.text
     with pytest.raises(InputError, match="dtype"):
         Encoder(tiny_bert, device="cpu", dtype="int8")
+
+
+def test_a_bad_dtype_is_reported_before_the_model_is_loaded(tmp_path):
+    with pytest.raises(InputError, match="field 'dtype': unknown dtype 'int8'"):
+        Encoder(tmp_path / "no-such-model", dtype="int8")  # not "model folder not found" after a load

@@ -168,3 +168,108 @@ def test_rerank_scores_compressed_candidates_exactly_from_memory_mapped_vectors(
         NameIndex.build(kb, encoder, kind=kind, show_progress=False, rerank=-1)
     with pytest.raises(InputError, match="unknown index parameter"):
         NameIndex.build(kb, encoder, kind="hnsw", show_progress=False, rerank=10)
+
+
+# -- saving over an existing folder -------------------------------------------------------------
+def _other_index(encoder) -> NameIndex:
+    kb = KnowledgeBase([Concept("X:1", "Calcimycin", ["A23187"]), Concept("X:2", "Aspirin", [])], name="other")
+    return NameIndex.build(kb, encoder, show_progress=False)
+
+
+def test_a_save_that_fails_half_way_leaves_the_old_index(flat, encoder, tmp_path, monkeypatch):
+    folder = flat.save(tmp_path / "idx")
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    other = _other_index(encoder)
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np, "save", disk_full)  # index.faiss and the names are written by then
+    with pytest.raises(OSError, match="No space left"):
+        other.save(folder)
+    monkeypatch.undo()
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    assert NameIndex.load(folder, encoder=encoder, kb=small_kb()).manifest == flat.manifest
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]  # no temporary folder left behind
+    other.save(folder)
+    assert NameIndex.load(folder).manifest == other.manifest
+
+
+def test_save_refuses_a_folder_that_is_not_an_index(flat, tmp_path):
+    folder = tmp_path / "my-project"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("precious")
+    with pytest.raises(InputError) as err:
+        flat.save(folder)
+    assert str(folder) in str(err.value) and "not a saved NameIndex" in str(err.value)
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
+    assert (folder / "notes.txt").read_text() == "precious"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["my-project"]
+    a_file = tmp_path / "index.txt"
+    a_file.write_text("not a folder")
+    with pytest.raises(InputError, match="index.txt: .*not a folder"):
+        flat.save(a_file)
+    assert a_file.read_text() == "not a folder"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert NameIndex.load(flat.save(empty)).manifest == flat.manifest  # an empty folder is fine
+    link = tmp_path / "link"
+    link.symlink_to(folder)
+    with pytest.raises(InputError, match="not a saved NameIndex"):  # a link is judged by where it points
+        flat.save(link)
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
+
+
+def test_save_replaces_an_index_whole_and_clears_leftovers_of_killed_saves(flat, encoder, tmp_path):
+    reranked = NameIndex.build(small_kb(), encoder, kind="pq", show_progress=False, rerank=4)
+    folder = reranked.save(tmp_path / "idx")
+    assert (folder / "vectors.npy").is_file()
+    (folder / "names.json").write_text("[]")  # a file an older version wrote
+    leftover = tmp_path / ".idx.tmp-deadbeef"  # what a save killed before its swap leaves
+    leftover.mkdir()
+    (leftover / "index.faiss").write_bytes(b"partial")
+    flat.save(folder)
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "concepts.json.gz", "index.faiss", "manifest.json", "names.json.gz", "rows.npy"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]
+    assert NameIndex.load(folder, encoder=encoder, kb=small_kb()).manifest == flat.manifest
+    link = tmp_path / "current"
+    link.symlink_to(folder)
+    reranked.save(link)  # a link to an index stays a link; the index it points to is replaced
+    assert link.is_symlink() and (folder / "vectors.npy").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["current", "idx"]
+
+
+def test_an_index_saved_back_over_the_folder_it_is_memory_mapped_from_survives(encoder, tmp_path):
+    # The re-rank vectors of a loaded index are read from vectors.npy as it is written; writing that
+    # file in place truncated it (an OSError, or SIGBUS) and destroyed the saved index. In a child
+    # process, so that a SIGBUS cannot take the test run with it.
+    import subprocess
+    import sys
+    import textwrap
+
+    built = NameIndex.build(small_kb(), encoder, kind="pq", show_progress=False, rerank=4)
+    folder = built.save(tmp_path / "idx")
+    script = textwrap.dedent(f"""
+        import numpy as np
+        from spacy_sapbert.index import NameIndex
+        loaded = NameIndex.load({str(folder)!r})
+        assert isinstance(loaded.rerank_vectors, np.memmap)
+        expected = np.array(loaded.rerank_vectors)
+        loaded.save({str(folder)!r})
+        again = NameIndex.load({str(folder)!r})
+        assert np.array_equal(np.asarray(again.rerank_vectors), expected)
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", (out.returncode, out.stderr[-2000:])
+    assert NameIndex.load(folder, encoder=encoder, kb=small_kb()).manifest == built.manifest
+
+
+def test_a_saved_index_folder_has_the_permissions_of_a_new_folder(flat, tmp_path):
+    import stat
+
+    reference = tmp_path / "made-by-mkdir"
+    reference.mkdir()
+    folder = flat.save(tmp_path / "idx")  # (built in a private temporary folder first)
+    assert stat.S_IMODE(folder.stat().st_mode) == stat.S_IMODE(reference.stat().st_mode)

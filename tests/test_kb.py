@@ -130,3 +130,64 @@ def test_scispacy_entities_load_here(tmp_path: Path) -> None:
         assert [c.concept_id for c in kb] == ["C0011849", "C0000005"]
         assert kb["C0000005"].types == ["T116", "T121"] and kb["C0011849"].definition == "A heterogeneous group."
         assert kb.lookup("dm") == ["C0011849"]
+
+
+@pytest.mark.parametrize("content, line, field", [
+    ('{"concept_id": "D1", "canonical_name": ""}\n', 1, "canonical_name"),
+    ('{"concept_id": "D1", "canonical_name": "a"}\n{"concept_id": "D2", "canonical_name": " \\t "}\n', 2,
+     "canonical_name"),
+    ('{"concept_id": "   ", "canonical_name": "a"}\n', 1, "concept_id"),
+    ('{"concept_id": "D1|", "canonical_name": "a"}\n', 1, "concept_id"),
+    ('{"concept_id": "D1|| D2", "canonical_name": "a"}\n', 1, "concept_id"),
+])
+def test_empty_names_and_ids_are_errors_with_their_field(tmp_path: Path, content: str, line: int, field: str) -> None:
+    """The error text promises "a non-empty string": an empty or blank canonical name (or an
+    empty part of a joined ID) is refused, not loaded as a concept nobody can find."""
+    path = tmp_path / "blank.jsonl"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(InputError) as err:
+        KnowledgeBase.from_jsonl(path)
+    assert (err.value.path, err.value.line, err.value.field) == (str(path), line, field)
+
+
+@pytest.mark.parametrize("name", ["dup.jsonl", "dup.json"])
+def test_duplicate_concept_id_in_a_kb_file_is_an_error_naming_both_lines(tmp_path: Path, name: str) -> None:
+    records = [{"concept_id": "D1", "canonical_name": "Heart attack"},
+               {"concept_id": "D2", "canonical_name": "Stroke"},
+               {"concept_id": "D1", "canonical_name": "Myocardial infarction"}]
+    path = tmp_path / name
+    if name.endswith(".json"):
+        path.write_text(json.dumps(records), encoding="utf-8")
+    else:
+        path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    with pytest.raises(InputError, match=r"duplicate concept_id 'D1' \(first at line 1\)") as err:
+        KnowledgeBase.from_jsonl(path)
+    assert (err.value.path, err.value.line, err.value.field) == (str(path), 3, "concept_id")
+
+
+def test_building_a_kb_counts_the_records_it_merges() -> None:
+    """Merging records of one concept_id is what KnowledgeBase(...) is for (builds from several
+    sources); it is counted so a build can report it, never silent."""
+    kb = KnowledgeBase([Concept("D1", "a"), Concept("D2", "b"), Concept("D1", "c"), Concept("D1", "d")])
+    assert len(kb) == 2 and kb.merged_records == 2
+    assert KnowledgeBase(list(kb)).merged_records == 0
+
+
+def test_resolve_accepts_joined_ids() -> None:
+    """``ent.kb_id_`` is a full concept_id, which may join several IDs; the README tells users
+    to hand it to resolve()."""
+    kb = _kb()
+    joined = kb.resolve("D003924|OMIM:125853")
+    assert joined is not None and joined.canonical_name == "Diabetes Mellitus, Type 2"
+    assert kb.resolve("OMIM:125853|D003924") is joined  # any order
+    assert kb.resolve("D999999|OMIM:125853") is joined  # the first part that resolves
+    assert kb.resolve("MESH:D000082").canonical_name == "Acetaminophen"  # upstream spellings, via ids.py
+    assert kb.resolve("mesh:D000082|D999999").canonical_name == "Acetaminophen"
+    for unknown in ("D999999|D888888", "", "|", "D1||"):
+        assert kb.resolve(unknown) is None
+
+
+def test_resolve_prefers_the_concept_whose_id_is_the_whole_string() -> None:
+    kb = KnowledgeBase([Concept("D000001|OMIM:100100", "joined"), Concept("OMIM:100100", "alone")])
+    assert kb.resolve("OMIM:100100").canonical_name == "alone"
+    assert kb.resolve("D000001").canonical_name == "joined"

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import spacy
 from typer.testing import CliRunner
@@ -61,9 +62,10 @@ def test_link_texts_with_a_saved_pipeline(tiny_bert, tmp_path):
     out = runner.invoke(app, ["link", "After a heart attack.", "Nothing.", "--pipeline", str(tmp_path / "pipeline"),
                               "--json"])
     assert out.exit_code == 0, out.output
-    (record,) = [json.loads(line) for line in out.stdout.strip().splitlines()]
+    record, empty = [json.loads(line) for line in out.stdout.strip().splitlines()]
     assert record["text"] == "After a heart attack." and record["mention"] == "heart attack"
     assert record["candidates"][0]["concept_id"] == "D009203"
+    assert empty == {"text": "Nothing.", "mention": None, "candidates": []}  # said, not left out
 
 
 def test_errors_are_one_line_and_exit_2(tiny_bert, tmp_path):
@@ -89,3 +91,101 @@ def test_index_build_with_parameters_and_precision(tiny_bert, tmp_path):
     index = NameIndex.load(tmp_path / "idx")
     assert index.manifest["params"]["pq_m"] == 8 and index.manifest["params"]["rerank"] == 40
     assert index.manifest["build"]["dtype"] == "float32" and (tmp_path / "idx" / "vectors.npy").is_file()
+
+
+def _ruler_pipeline(tmp_path, model, kb):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("entity_ruler").add_patterns([{"label": "ENT", "pattern": "heart attack"}])
+    nlp.add_pipe("sapbert_linker", config={"model": str(model), "kb": str(kb)})
+    nlp.to_disk(tmp_path / "pipeline")
+    return tmp_path / "pipeline"
+
+
+def test_link_texts_without_entities_are_reported(tiny_bert, tmp_path):
+    model, kb = _mean_model(tiny_bert, tmp_path), write_small_kb(tmp_path)
+    pipeline = _ruler_pipeline(tmp_path, model, kb)
+    out = runner.invoke(app, ["link", "Nothing here.", "--pipeline", str(pipeline)])
+    assert out.exit_code == 0, out.output
+    assert out.stdout.splitlines() == ["Nothing here.", "  (no entities found)"]
+
+    out = runner.invoke(app, ["link", "After a heart attack.", "Nothing.", "--pipeline", str(pipeline), "--top", "1"])
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    assert lines[0] == "After a heart attack." and lines[1] == "  heart attack" and "D009203" in lines[2]
+    assert lines[3:] == ["Nothing.", "  (no entities found)"]
+
+    out = runner.invoke(app, ["link", "After a heart attack.", "Nothing.", "--pipeline", str(pipeline), "--json"])
+    assert out.exit_code == 0, out.output
+    records = [json.loads(line) for line in out.stdout.strip().splitlines()]
+    assert [r["text"] for r in records] == ["After a heart attack.", "Nothing."]
+    assert records[1] == {"text": "Nothing.", "mention": None, "candidates": []}
+
+
+def test_link_pipeline_default_is_the_embedded_pipeline():
+    """`--pipeline default` means the embedded pipeline, as in `sapbert annotate` (was spaCy's E050)."""
+    out = runner.invoke(app, ["link", "Hydroxychloroquine (HCQ) retinopathy in lupus.", "Nothing here.",
+                              "--pipeline", "default", "--top", "1", "--json"])
+    assert out.exit_code == 0, out.output
+    records = [json.loads(line) for line in out.stdout.strip().splitlines()]
+    by_mention = {r["mention"]: r["candidates"] for r in records}
+    assert by_mention["Hydroxychloroquine"][0]["concept_id"] == "D006886"
+    assert by_mention["HCQ"][0]["concept_id"] == "D006886"  # linked through its long form
+    assert records[-1] == {"text": "Nothing here.", "mention": None, "candidates": []}
+
+
+def test_link_pipeline_accepts_a_folder_and_a_device(tiny_bert, tmp_path, monkeypatch):
+    """--pipeline goes through the same loader as `annotate` ('default', folder or package; --device)."""
+    import spacy_sapbert.cli as cli
+
+    model, kb = _mean_model(tiny_bert, tmp_path), write_small_kb(tmp_path)
+    pipeline = _ruler_pipeline(tmp_path, model, kb)
+    calls = []
+    real = cli._load_pipeline
+    monkeypatch.setattr(cli, "_load_pipeline", lambda name, device: calls.append((name, device)) or real(name, device))
+    out = runner.invoke(app, ["link", "After a heart attack.", "--pipeline", str(pipeline), "--device", "cpu"])
+    assert out.exit_code == 0, out.output
+    assert calls == [(str(pipeline), "cpu")]
+    out = runner.invoke(app, ["link", "x", "--pipeline", str(tmp_path / "missing")])
+    assert out.exit_code != 0
+
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def test_link_throughput_benchmark_runs_where_auto_is_float32(tiny_bert, tmp_path, monkeypatch, fixtures):
+    """`spacy project run benchmark` died with spaCy's E007 ('ours_2' already exists) on CPUs without
+    bf16, where precision 'auto' and 'float32' give the same labels: now measured once, pipes numbered."""
+    import runpy
+    from itertools import islice
+
+    import spacy_sapbert.encoder as encoder_module
+    from spacy_sapbert.default import default_kb_path
+    from linker_fixtures import CONCEPTS
+
+    monkeypatch.setattr(encoder_module, "cpu_has_native_bf16", lambda: False)
+    model = _mean_model(tiny_bert, tmp_path)
+    # scispaCy's TF-IDF needs more than a handful of names: some hundred concepts of the embedded KB
+    ids = {c.concept_id for c in CONCEPTS}
+    sample = [c for c in islice(KnowledgeBase.from_jsonl(default_kb_path()), 300) if c.concept_id not in ids]
+    kb = KnowledgeBase(CONCEPTS + sample, name="sample").to_jsonl(tmp_path / "sample.jsonl")
+    out = tmp_path / "throughput.json"
+    monkeypatch.setattr("sys.argv", [
+        "link_throughput.py", "--kb", str(kb), "--model", str(model), "--corpus",
+        str(fixtures / "evaluate" / "eval.PubTator.txt"), "--repeats", "1", "--output", str(out)])  # defaults:
+    runpy.run_path(str(BENCHMARKS / "link_throughput.py"), run_name="__main__")  # auto+float32, flat+hnsw
+    result = json.loads(out.read_text())
+    (row,) = result["corpora"]
+    assert row["documents"] == 2 and row["mentions"] == 14
+    assert set(row["ratio_over_scispacy"]) == {"ours (float32, flat)", "ours (float32, hnsw)"}
+    assert row["scispacy"]["mentions_per_s"] > 0
+
+
+def test_link_throughput_limit_docs(fixtures):
+    """--limit-docs N: a smoke run over the first N documents of each corpus."""
+    import runpy
+
+    bench = runpy.run_path(str(BENCHMARKS / "link_throughput.py"))
+    nlp = spacy.blank("en")
+    corpus = fixtures / "evaluate" / "eval.PubTator.txt"
+    assert [len(d.ents) for d in bench["gold_docs"](nlp, corpus, limit=1)] == [9]
+    assert len(bench["gold_docs"](nlp, corpus)) == 2

@@ -101,3 +101,102 @@ def test_embedded_default_links_offline():
     blank = spacy.blank("en")
     linker = blank.add_pipe("sapbert_linker")  # no config: the embedded encoder, KB and index
     assert linker.index.kind == "pq" and linker.kb.name == "mesh-medic"
+
+
+# -- replacing an output folder: only an earlier package, or anything with --overwrite -----------
+
+def _marker(folder):
+    return json.loads((folder / "build.json").read_text())["sapbert_package"]
+
+
+def test_package_refuses_a_folder_that_is_not_an_earlier_package(tiny_bert, tmp_path):
+    kb_path = write_small_kb(tmp_path)
+    ner = _blank_ner(tmp_path / "ner")
+    out = tmp_path / "mine"
+    (out / "data").mkdir(parents=True)
+    (out / "notes.txt").write_text("my notes\n")
+    with pytest.raises(InputError) as refused:
+        build_default_pipeline(ner, tiny_bert, kb_path, out, pq_m=8)
+    message = str(refused.value)
+    assert message.startswith(f"{out}: ") and "notes.txt" in message and "data/" in message
+    assert "--overwrite" in message
+    assert (out / "notes.txt").read_text() == "my notes\n" and (out / "data").is_dir()  # nothing removed
+    # --overwrite: replaced (atomically), and the result is a marked package
+    build_default_pipeline(ner, tiny_bert, kb_path, out, pq_m=8, overwrite=True)
+    assert not (out / "notes.txt").exists() and _marker(out)["pipeline"] == "sapbert_default"
+    # an earlier package output is replaced without --overwrite
+    build_default_pipeline(ner, tiny_bert, kb_path, out, pq_m=8, version="0.2.0")
+    assert spacy.load(out).meta["version"] == "0.2.0"
+    (tmp_path / "made-by-mkdir").mkdir()  # the package is as readable as any new folder, not private
+    assert out.stat().st_mode & 0o7777 == (tmp_path / "made-by-mkdir").stat().st_mode & 0o7777
+    (tmp_path / "made-by-mkdir").rmdir()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary leftovers
+
+
+def test_package_output_that_is_a_file_is_refused_even_with_overwrite(tiny_bert, tmp_path):
+    out = tmp_path / "file"
+    out.write_text("not a folder")
+    with pytest.raises(InputError, match="not a folder"):
+        build_default_pipeline(_blank_ner(tmp_path / "ner"), tiny_bert, write_small_kb(tmp_path), out, pq_m=8,
+                               overwrite=True)
+    assert out.read_text() == "not a folder"
+
+
+def test_earlier_packages_are_recognised_with_and_without_the_marker(tmp_path):
+    from training.package import is_package_output
+
+    legacy = tmp_path / "legacy"  # written before build.json carried the marker (the shipped default)
+    legacy.mkdir()
+    (legacy / "meta.json").write_text(json.dumps({"name": "sapbert_default"}))
+    (legacy / "build.json").write_text(json.dumps({"kb": "mesh-medic", "index_rows": 3, "size_mb": 1.0}))
+    marked = tmp_path / "marked"
+    marked.mkdir()
+    (marked / "build.json").write_text(json.dumps({"sapbert_package": {"format": 1, "pipeline": "sapbert_default"}}))
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "build.json").write_text("{\"something\": 1}")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "build.json").write_text("{\"sapbert_pack")
+    assert is_package_output(legacy) and is_package_output(marked)
+    assert not is_package_output(other) and not is_package_output(broken) and not is_package_output(tmp_path / "no")
+
+
+def test_exact_index_folder_is_checked_before_the_build(tiny_bert, tmp_path):
+    kb_path = write_small_kb(tmp_path)
+    ner = _blank_ner(tmp_path / "ner")
+    exact = tmp_path / "exact"
+    exact.mkdir()
+    (exact / "keep.me").write_text("x")
+    with pytest.raises(InputError, match="keep.me") as refused:
+        build_default_pipeline(ner, tiny_bert, kb_path, tmp_path / "default", pq_m=8, exact_index=exact)
+    assert str(refused.value).startswith(f"{exact}: ")
+    assert (exact / "keep.me").exists() and not (tmp_path / "default").exists()  # refused before writing anything
+    (exact / "keep.me").unlink()  # an empty folder is fine; a saved index is replaced
+    build_default_pipeline(ner, tiny_bert, kb_path, tmp_path / "default", pq_m=8, exact_index=exact)
+    assert (exact / "manifest.json").is_file()
+    build_default_pipeline(ner, tiny_bert, kb_path, tmp_path / "default", pq_m=8, exact_index=exact)
+    assert NameIndex.load(exact).kind == "flat"
+
+
+def test_cli_refusal_is_one_line_not_a_traceback(tiny_bert, tmp_path):
+    import typer
+    from typer.testing import CliRunner
+
+    from training.package_cli import register
+
+    app = typer.Typer()
+    register(app)
+    app.command("noop")(lambda: None)  # a second command, so typer keeps the sub-command name
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("my notes\n")
+    args = ["package-default", "--ner", str(_blank_ner(tmp_path / "ner")), "--model", str(tiny_bert),
+            "--kb", str(write_small_kb(tmp_path)), "--output", str(out), "--pq-m", "8"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"error: {out}: ") and result.stderr.count("\n") == 1, result.stderr
+    assert "Traceback" not in result.output and (out / "notes.txt").exists()
+    result = CliRunner().invoke(app, args + ["--overwrite"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["index_rows"] > 0 and not (out / "notes.txt").exists()

@@ -115,3 +115,52 @@ def test_kb_cli_build_and_stats(medic_assets: Path, tmp_path: Path) -> None:
     assert result.exit_code == 1 and "bad.jsonl:1" in result.output
     result = runner.invoke(app, ["kb", "build", "umls", "--output", str(tmp_path / "x.jsonl")])
     assert result.exit_code != 0
+
+
+def _vocab_copy(mirror: Path, dest: Path, names) -> Path:
+    (dest / "vocab").mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (dest / "vocab" / name).write_bytes((mirror / "vocab" / name).read_bytes())
+    return dest
+
+
+def test_medic_report_records_the_ctd_fallback_and_merges(medic_assets: Path) -> None:
+    kb, report = build.build_kb("medic", medic_assets, show_progress=False)
+    (check,) = report.fallbacks
+    assert (check.filled, check.total) == (104, 12_018) == (check.filled, len(kb))  # 0.9%: a complete MEDIC 2012
+    assert check.limit == build.MAX_FALLBACK_SHARE and report.kb_merged_records == 0
+    as_dict = report.as_dict()
+    assert as_dict["fallbacks"][0]["filled"] == 104 and as_dict["kb_merged_records"] == 0
+    assert any("CTD 2017 fallback" in line and "104 of 12,018" in line for line in report.lines())
+
+
+def test_truncated_medic_text_fails_the_build(mirror: Path, tmp_path: Path) -> None:
+    """MEDIC 2012 cut at a line boundary (``head -n``) is well-formed line for line; the CTD
+    fallback would fill the gap with thousands of concepts. That share fails the build."""
+    assets = _vocab_copy(mirror, tmp_path, ["CTD_diseases-2017-06-06.tsv.gz"])
+    lines = (mirror / build.MEDIC_2012).read_text(encoding="utf-8").splitlines(keepends=True)
+    (assets / build.MEDIC_2012).write_text("".join(lines[:2100]), encoding="utf-8")
+    with pytest.raises(InputError, match=r"CTD 2017 fallback would add 9,\d{3} of 11,\d{3} concepts") as err:
+        build.build_kb("medic", assets, show_progress=False)
+    assert err.value.path == str(assets / build.MEDIC_2012) and "truncated" in str(err.value)
+    # a few hundred lines short is still caught: the limit sits well below what any real cut leaves
+    (assets / build.MEDIC_2012).write_text("".join(lines[:-700]), encoding="utf-8")
+    with pytest.raises(InputError, match="CTD 2017 fallback"):
+        build.build_kb("medic", assets, show_progress=False)
+
+
+def test_truncated_mesh_tree_table_fails_the_build(mirror: Path, tmp_path: Path) -> None:
+    """The tree table decides which descriptors are kept; cut short (here decompressed and cut
+    at a line boundary), chemicals would vanish and CTD would type the diseases."""
+    import gzip
+
+    assets = _vocab_copy(mirror, tmp_path, ["mesh-2024-descriptor-terms.tsv.gz", "CTD_diseases-2017-06-06.tsv.gz"])
+    lines = gzip.decompress((mirror / build.MESH_TREES).read_bytes()).decode("utf-8").splitlines(keepends=True)
+    (assets / build.MESH_TREES).write_text("".join(lines[: len(lines) * 2 // 3]), encoding="utf-8")
+    with pytest.raises(InputError, match=r"descriptors without a row in this tree table: \d[\d,]* of 30,764") as err:
+        build.build_kb("mesh", assets, show_progress=False)
+    assert err.value.path == str(assets / build.MESH_TREES)
+    (assets / build.MESH_TREES).write_text("".join(lines), encoding="utf-8")
+    kb, report = build.build_kb("mesh", assets, show_progress=False)
+    (check,) = report.fallbacks
+    assert (check.filled, check.total) == (112, 30_764)  # 23 typed from CTD's tree numbers, 89 without any

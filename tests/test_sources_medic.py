@@ -90,3 +90,46 @@ def test_ctd_bad_input(fixtures: Path, tmp_path: Path) -> None:
     empty.write_text("", encoding="utf-8")
     with pytest.raises(InputError, match="empty file"):
         list(read_medic(empty))
+
+
+def _torn(text: str, keep: int) -> str:
+    """``text`` cut ``keep`` characters into its last line, as an interrupted copy leaves it."""
+    start = text.rstrip("\n").rindex("\n") + 1
+    return text[: start + keep]
+
+
+def test_torn_last_line_of_medic_text_is_an_error_not_a_smaller_kb(fixtures: Path, tmp_path: Path) -> None:
+    text = (fixtures / "sources/medic_06Jul2012.sample.txt").read_text(encoding="utf-8")
+    torn = _torn(text, len("266140|C563004||Pyropoikilo"))  # still a well-formed 'IDs||name' line
+    path = tmp_path / "medic.txt"
+    path.write_text(torn, encoding="utf-8")
+    with pytest.raises(InputError, match="no line ending") as err:
+        list(read_medic(path))
+    assert (err.value.path, err.value.line) == (str(path), torn.count("\n") + 1)
+
+
+def test_torn_last_line_of_ctd_tsv_is_an_error(fixtures: Path, tmp_path: Path) -> None:
+    text = (fixtures / "sources/CTD_diseases.sample.tsv").read_text(encoding="utf-8")
+    last = text.rstrip("\n").rsplit("\n", 1)[1]
+    torn = _torn(text, len(last) - 10)  # cut in the last column: the column count still fits
+    assert torn.rsplit("\n", 1)[1].count("\t") == 8
+    path = tmp_path / "ctd.tsv"
+    path.write_text(torn, encoding="utf-8")
+    for reader in (read_ctd_diseases, read_medic):
+        with pytest.raises(InputError, match="no line ending") as err:
+            list(reader(path))
+        assert (err.value.path, err.value.line) == (str(path), torn.count("\n") + 1)
+
+
+def test_truncated_ctd_gzip_is_an_error_naming_file_and_line(mirror: Path, tmp_path: Path) -> None:
+    data = (mirror / "vocab/CTD_diseases-2017-06-06.tsv.gz").read_bytes()
+    path = tmp_path / "CTD_diseases.tsv.gz"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError, match="corrupt or truncated gzip data") as err:
+        list(read_ctd_diseases(path))
+    assert err.value.path == str(path) and err.value.line > 1000
+    bad_crc = bytearray(data)
+    bad_crc[-8] ^= 0xFF  # the CRC-32 in the gzip trailer
+    path.write_bytes(bytes(bad_crc))
+    with pytest.raises(InputError, match="CRC check failed"):
+        list(read_ctd_diseases(path))

@@ -99,3 +99,13 @@ def test_merge_refuses_two_ids_of_one_vocabulary_and_is_order_independent_of_inp
     assert len(merged) == 2 and report.refused == {"c: would join two OMIM IDs": 1}
     again, _ = merge_equivalent([("doid", doid), ("orphanet", orphanet)], mappings)
     assert again == merged  # deterministic
+
+
+def test_torn_last_line_of_an_sssom_table_is_an_error(fixtures: Path, tmp_path: Path) -> None:
+    text = (fixtures / "sources/mondo_exactmatch_mesh.sample.sssom.tsv").read_text(encoding="utf-8")
+    torn = text.rstrip("\n")[:-len("ManualMappingCuration")]  # the columns still count right
+    path = tmp_path / "mondo_exactmatch_mesh.sssom.tsv"
+    path.write_text(torn, encoding="utf-8")
+    with pytest.raises(InputError, match="no line ending") as err:
+        list(read_sssom(path))
+    assert (err.value.path, err.value.line) == (str(path), torn.count("\n") + 1)

@@ -249,3 +249,29 @@ def test_bad_xml_names_file_and_line(tmp_path: Path, edit, fragment: str) -> Non
         list(read_mesh_xml(path))
     assert err.value.path == str(path) and err.value.line is not None
     assert 1 <= err.value.line <= text.count("\n") + 1
+
+
+@pytest.mark.parametrize("which", ["terms", "trees"])
+def test_torn_last_line_of_a_mesh_table_is_an_error(fixtures: Path, tmp_path: Path, which: str) -> None:
+    """A copy cut inside its last row still has the right columns (``N`` of the last column cut
+    away leaves an empty one): only the missing line ending tells."""
+    paths = {"terms": fixtures / "sources/mesh-descriptor-terms.sample.tsv",
+             "trees": fixtures / "sources/mesh-descriptor-trees.sample.tsv"}
+    text = paths[which].read_text(encoding="utf-8")
+    torn = text.rstrip("\n")[:-1]
+    paths[which] = tmp_path / f"{which}.tsv"
+    paths[which].write_text(torn, encoding="utf-8")
+    with pytest.raises(InputError, match="no line ending") as err:
+        list(read_mesh_tsv(paths["terms"], paths["trees"]))
+    assert (err.value.path, err.value.line) == (str(paths[which]), torn.count("\n") + 1)
+
+
+@pytest.mark.parametrize("cut", ["after a record", "inside a record"])
+def test_truncated_mesh_xml_says_so(tmp_path: Path, cut: str) -> None:
+    end = DESC_XML.index("</DescriptorRecord>") + len("</DescriptorRecord>\n")
+    text = DESC_XML[:end] if cut == "after a record" else DESC_XML[: end + 40]
+    path = tmp_path / "desc2024.xml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(InputError, match=r"ends inside <DescriptorRecordSet>.*truncated") as err:
+        list(read_mesh_xml(path))
+    assert err.value.path == str(path) and err.value.line == text.count("\n") + (not text.endswith("\n"))

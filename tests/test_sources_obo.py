@@ -101,3 +101,11 @@ def test_obograph_bad_input(tmp_path: Path, document: dict, fragment: str) -> No
     with pytest.raises(InputError) as err:
         list(read_obograph(path))
     assert fragment in str(err.value) and err.value.path == str(path)
+
+
+def test_torn_last_line_of_an_obo_file_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "hp.obo"
+    path.write_text("format-version: 1.2\n\n[Term]\nid: HP:0000001\nname: Abnormality of the he", encoding="utf-8")
+    with pytest.raises(InputError, match="no line ending") as err:
+        list(read_obo(path))
+    assert (err.value.path, err.value.line) == (str(path), 5)

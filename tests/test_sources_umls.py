@@ -36,10 +36,11 @@ C0011849|A0066368|AT38152019||MSH|A heterogeneous group of disorders characteriz
 C0011849|A0542315|AT12345678||CHV|high blood sugar disease|N||
 C0011860|A0066372|AT38152020||MSH|A subclass of DIABETES MELLITUS that is not INSULIN-responsive.|N||
 """
-MRFILES = """\
-MRCONSO.RRF|Concept names and sources|CUI,LAT,TS,LUI,STT,SUI,ISPREF,AUI,SAUI,SCUI,SDUI,SAB,TTY,CODE,STR,SRL,SUPPRESS,CVF|18|10|1000|
-MRSTY.RRF|Semantic Types|CUI,TUI,STN,STY,ATUI,CVF|6|4|300|
-MRDEF.RRF|Definitions|CUI,AUI,ATUI,SATUI,SAB,DEF,SUPPRESS,CVF|8|3|300|
+# FIL|DES|FMT|CLS|RWS|BTS|: columns, rows and bytes of each file, as a release lists them
+MRFILES = f"""\
+MRCONSO.RRF|Concept names and sources|CUI,LAT,TS,LUI,STT,SUI,ISPREF,AUI,SAUI,SCUI,SDUI,SAB,TTY,CODE,STR,SRL,SUPPRESS,CVF|18|10|{len(MRCONSO.encode())}|
+MRSTY.RRF|Semantic Types|CUI,TUI,STN,STY,ATUI,CVF|6|4|{len(MRSTY.encode())}|
+MRDEF.RRF|Definitions|CUI,AUI,ATUI,SATUI,SAB,DEF,SUPPRESS,CVF|8|3|{len(MRDEF.encode())}|
 """
 
 
@@ -129,3 +130,30 @@ def test_bad_mrsty_and_encoding(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="not UTF-8") as err:
         list(read_umls(conso))
     assert err.value.line == 5
+
+
+MRCONSO_CUT = "".join(MRCONSO.splitlines(keepends=True)[:7])  # cut at a line boundary: every row well-formed
+
+
+@pytest.mark.parametrize("damage, fragment, line", [
+    (lambda files: files.update({"MRCONSO.RRF": MRCONSO_CUT}),
+     r"MRCONSO.RRF: 7\d\d bytes, but MRFILES.RRF \(line 1\) lists 1,\d{3}", None),
+    # the size entry fixed up as well: the row count still tells
+    (lambda files: files.update({"MRCONSO.RRF": MRCONSO_CUT, "MRFILES.RRF": files["MRFILES.RRF"].replace(
+        f"|{len(MRCONSO.encode())}|", f"|{len(MRCONSO_CUT.encode())}|")}),
+     r"MRCONSO.RRF:7: the file ends after 7 rows, but MRFILES.RRF \(line 1\) lists 10", 7),
+    (lambda files: files.update({"MRSTY.RRF": "".join(MRSTY.splitlines(keepends=True)[:3])}), "MRSTY.RRF", None),
+    (lambda files: files.update({"MRFILES.RRF": files["MRFILES.RRF"].replace("SUPPRESS,CVF|18", "CVF,SUPPRESS|18")}),
+     r"MRFILES.RRF:1: field 'FMT': MRCONSO.RRF has the columns CUI,.*,CVF,SUPPRESS, but this reader expects "
+     r"CUI,.*,SUPPRESS,CVF", 1),
+], ids=["cut at a line boundary", "cut, size entry fixed up", "MRSTY cut", "other column order"])
+def test_mrfiles_counts_and_columns_are_checked(meta: Path, damage, fragment: str, line) -> None:
+    """A release's MRFILES.RRF lists each file's columns, rows and bytes: a copy cut at a
+    line boundary (every row well-formed) is caught by them, not read as a smaller UMLS."""
+    files = {name: (meta / name).read_text(encoding="utf-8") for name in ("MRCONSO.RRF", "MRSTY.RRF", "MRFILES.RRF")}
+    damage(files)
+    for name, text in files.items():
+        (meta / name).write_text(text, encoding="utf-8")
+    with pytest.raises(InputError, match=fragment) as err:
+        list(read_umls(meta / "MRCONSO.RRF", meta / "MRSTY.RRF", meta / "MRDEF.RRF"))
+    assert err.value.line == line

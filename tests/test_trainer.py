@@ -279,3 +279,33 @@ def test_cpu_mixed_precision_is_bf16_only_where_native(monkeypatch):
     assert [trainer_mod.resolve_amp(a, "cpu") for a in ("auto", "bf16", "fp16", "no")] == ["no"] * 4
     monkeypatch.setattr(trainer_mod, "cpu_has_native_bf16", lambda: True)
     assert [trainer_mod.resolve_amp(a, "cpu") for a in ("auto", "bf16", "fp16", "no")] == ["bf16", "bf16", "no", "no"]
+
+
+def ckpt_folders(run):
+    folder = run / "checkpoints"
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
+def test_model_output_that_is_not_an_earlier_model_is_refused_and_kept(tiny_bert, pairs_file, tmp_path):
+    out = tmp_path / "model"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(InputError) as refused:
+        train(_config(tiny_bert, max_steps=2), pairs_file, out, tmp_path / "run")
+    message = str(refused.value)
+    assert message.startswith(f"{out}: ") and "notes.txt" in message and "Choose a new or empty --output" in message
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+    assert not ckpt_folders(tmp_path / "run")  # refused before training, not after
+    done = train(_config(tiny_bert, max_steps=2), pairs_file, tmp_path / "other", tmp_path / "run")
+    assert done.steps == 2 and (done.output / "model.safetensors").is_file()
+    # an earlier model of the trainer is replaced whole, with no temporary folder left beside it
+    (tmp_path / "other" / "pytorch_model.bin").write_text("stale weights of an older run")
+    train(_config(tiny_bert, max_steps=2), pairs_file, tmp_path / "other", tmp_path / "run", resume=True)
+    assert not (tmp_path / "other" / "pytorch_model.bin").exists()
+    assert json.loads((tmp_path / "other" / "sapbert.json").read_text())["training"]["steps"] == 2
+    (tmp_path / "made-by-mkdir").mkdir()  # as readable as any new folder, not private like a temporary one
+    mode = (tmp_path / "made-by-mkdir").stat().st_mode & 0o7777
+    (tmp_path / "made-by-mkdir").rmdir()
+    assert (tmp_path / "other").stat().st_mode & 0o7777 == mode
+    assert all(p.stat().st_mode & 0o7777 == mode for p in (tmp_path / "run" / "checkpoints").iterdir())
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]

@@ -10,22 +10,33 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from spacy_sapbert.encoder import Encoder
+from spacy_sapbert.atomic import atomic_dir, check_replaceable, remove_stale_temps
 from spacy_sapbert.errors import InputError
-from spacy_sapbert.index import NameIndex
-from spacy_sapbert.kb import KnowledgeBase
+from spacy_sapbert.index import is_index_folder
+
+
+if TYPE_CHECKING:
+    from spacy.language import Language
+
+    from spacy_sapbert.index import NameIndex
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
 
 PIPELINE_NAME = "sapbert_default"
+BUILD_FILE = "build.json"
+MARKER_KEY = "sapbert_package"
+"""The key of build.json that marks a folder as this writer's output, which a later run may replace."""
+PACKAGE_FORMAT = 1
+_REMEDY = "Choose a new or empty folder for {option}, or pass --overwrite to replace it and everything in it"
+LEGACY_BUILD_KEYS = ("kb", "index_rows", "size_mb")
+"""build.json of packages written before the marker existed (the shipped default among them)."""
 DEFAULT_PQ_M = 64
 """64 bytes per name: keeps the whole default under 80 MB. On the 2,922 distinct BC5CDR/NCBI dev
 mentions, PQ64 returned exact search's best concept first for 90.9% (in its top 10: 99.8%),
@@ -50,18 +61,105 @@ def agreement(exact: NameIndex, compact: NameIndex, queries: np.ndarray, k: int 
             f"exact_top1_in_top{k}": float(np.mean(in_k)) if top else 0.0}
 
 
+def _read_json_object(path: Path) -> Optional[Dict[str, Any]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def is_package_output(folder: PathLike) -> bool:
+    """Whether ``folder`` was written by this packager, so that a new build may replace it.
+
+    The mark is build.json's ``sapbert_package`` key; packages written before the key existed
+    (the shipped default among them) are recognised by their build report and meta.json."""
+    folder = Path(folder)
+    build = _read_json_object(folder / BUILD_FILE)
+    if build is None:
+        return False
+    if isinstance(build.get(MARKER_KEY), dict):
+        return True
+    return all(key in build for key in LEGACY_BUILD_KEYS) and (folder / "meta.json").is_file()
+
+
+def _check_output(output: Path, overwrite: bool) -> None:
+    check_replaceable(output, is_package_output, f"an earlier package-default output (no {BUILD_FILE} with a "
+                      f"{MARKER_KEY!r} marker)", _REMEDY.format(option="--output"), "--output", overwrite)
+
+
+def _check_exact_index(folder: Path, overwrite: bool) -> None:
+    check_replaceable(folder, is_index_folder, "a saved name index (no manifest.json)",
+                      _REMEDY.format(option="--exact-index"), "--exact-index",
+                      overwrite)
+
+
+def _clean_leftovers(folder: Path) -> None:
+    """Temporary siblings of killed runs (a half-built or a replaced package) hold tens of MB."""
+    removed = remove_stale_temps(folder.parent, folder.name) if folder.parent.is_dir() else 0
+    if removed:
+        logger.info("removed %d temporary folder(s) left beside %s by an interrupted run", removed, folder)
+
+
+def save_index(index: NameIndex, folder: PathLike, overwrite: bool = False) -> Path:
+    """Save ``index`` to ``folder`` so that a killed run leaves the earlier index, or the new one, whole."""
+    folder = Path(folder)
+    _check_exact_index(folder, overwrite)
+    _clean_leftovers(folder)
+    with atomic_dir(folder) as tmp:
+        index.save(tmp)
+    return folder
+
+
+def write_pipeline(nlp: Language, report: Dict[str, Any], output: PathLike, card_extra: str = "",
+                   overwrite: bool = False, started: Optional[float] = None) -> Dict[str, Any]:
+    """Write ``nlp``, build.json (with the package marker) and the model card to ``output``.
+
+    The package is built in a temporary sibling and swapped in whole, so a run killed at any
+    moment leaves the earlier package or the new one, never a mix or nothing; ``report`` gains
+    the package's sizes, and with ``started`` (a ``time.perf_counter()``) the build's seconds."""
+    output = Path(output)
+    _check_output(output, overwrite)
+    _clean_leftovers(output)
+    with atomic_dir(output) as tmp:
+        nlp.to_disk(tmp)
+        if started is not None:
+            report["seconds"] = round(time.perf_counter() - started, 1)
+        report["size_mb"] = round(sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file()) / 1e6, 1)
+        report["components_mb"] = {
+            p.name: round(sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) / 1e6, 1)
+            for p in tmp.iterdir() if p.is_dir()}
+        build = {MARKER_KEY: {"format": PACKAGE_FORMAT, "pipeline": nlp.meta.get("name", PIPELINE_NAME)}, **report}
+        (tmp / BUILD_FILE).write_text(json.dumps(build, indent=1) + "\n", encoding="utf-8")
+        (tmp / "README.md").write_text(model_card(report, nlp.meta, card_extra), encoding="utf-8")
+        _check_output(output, overwrite)  # the build took minutes: the folder may have changed meanwhile
+    return report
+
+
 def build_default_pipeline(ner: PathLike, model: PathLike, kb_path: PathLike, output: PathLike, *,
                            probe_mentions: Sequence[str] = (), pq_m: Optional[int] = DEFAULT_PQ_M,
                            version: str = "0.1.0", card_extra: str = "", device: str = "cpu",
-                           exact_index: Optional[PathLike] = None, reuse_exact: bool = False) -> Dict[str, Any]:
-    """Write the default pipeline to ``output`` (replaced); return what was measured. With
+                           exact_index: Optional[PathLike] = None, reuse_exact: bool = False,
+                           overwrite: bool = False) -> Dict[str, Any]:
+    """Write the default pipeline to ``output``; return what was measured. With
     ``exact_index``, the exact (flat) index is saved there too (for benchmarks and the demo);
     with ``reuse_exact`` as well, an exact index already there (same model and KB: the
-    fingerprints are checked) is loaded instead of encoding every name again."""
+    fingerprints are checked) is loaded instead of encoding every name again.
+
+    An earlier package in ``output`` (and an earlier index in ``exact_index``) is replaced;
+    any other non-empty folder only with ``overwrite``. Both are checked before the build,
+    and written so that a killed run leaves the old folder or the complete new one."""
     import spacy
+
+    from spacy_sapbert.encoder import Encoder
+    from spacy_sapbert.index import NameIndex
+    from spacy_sapbert.kb import KnowledgeBase
 
     started = time.perf_counter()
     output = Path(output)
+    _check_output(output, overwrite)
+    if exact_index:
+        _check_exact_index(Path(exact_index), overwrite)
     nlp = spacy.load(ner)
     if "ner" not in nlp.pipe_names:
         raise InputError("not a NER pipeline (no 'ner' component)", ner)
@@ -70,12 +168,12 @@ def build_default_pipeline(ner: PathLike, model: PathLike, kb_path: PathLike, ou
     encoder = Encoder(model, device=device)
     encoder.round_weights("float16")
     kb = KnowledgeBase.from_jsonl(kb_path)
-    if reuse_exact and exact_index and Path(exact_index).is_dir():
+    if reuse_exact and exact_index and is_index_folder(exact_index):
         exact = NameIndex.load(exact_index, encoder=encoder, kb=kb)
     else:
         exact = NameIndex.build(kb, encoder, kind="flat")
         if exact_index:
-            exact.save(exact_index)
+            save_index(exact, exact_index, overwrite)
     params = {"pq_m": pq_m} if pq_m else {}
     compact = exact.convert("pq", **params)
     report: Dict[str, Any] = {"kb": kb.name, "kb_stats": kb.stats().as_dict(), "index_rows": len(compact),
@@ -97,16 +195,7 @@ def build_default_pipeline(ner: PathLike, model: PathLike, kb_path: PathLike, ou
         "sources": [{"name": "BC5CDR"}, {"name": "NCBI disease"}, {"name": "MeSH 2024"}, {"name": "CTD MEDIC"},
                     {"name": "all-MiniLM-L6-v2"}],
     })
-    if output.exists():
-        shutil.rmtree(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    nlp.to_disk(output)
-    report["seconds"] = round(time.perf_counter() - started, 1)
-    report["size_mb"] = round(sum(p.stat().st_size for p in output.rglob("*") if p.is_file()) / 1e6, 1)
-    report["components_mb"] = {p.name: round(sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) / 1e6, 1)
-                               for p in output.iterdir() if p.is_dir()}
-    (output / "build.json").write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-    (output / "README.md").write_text(model_card(report, nlp.meta, card_extra), encoding="utf-8")
+    write_pipeline(nlp, report, output, card_extra, overwrite, started=started)
     logger.info("default pipeline written to %s: %s", output, json.dumps(report))
     return report
 
@@ -145,4 +234,5 @@ def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") ->
     return "\n".join(lines)
 
 
-__all__ = ["build_default_pipeline", "agreement", "model_card"]
+__all__ = ["build_default_pipeline", "agreement", "is_package_output",
+           "model_card", "save_index", "write_pipeline"]

@@ -17,7 +17,8 @@ def package_default(
     ner: Path = typer.Option(..., "--ner", help="Trained NER pipeline (training_runs/ner/model-best)."),
     model: str = typer.Option(..., "--model", "-m", help="Self-aligned encoder folder (models/sapbert-default)."),
     kb: Path = typer.Option(..., "--kb", help="KB of the linker (kbs/mesh-medic.jsonl.gz)."),
-    output: Path = typer.Option(..., "--output", "-o", help="Pipeline folder to write (replaced)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Pipeline folder to write. An earlier package there is "
+                                "replaced; any other non-empty folder only with --overwrite."),
     probe: Optional[List[Path]] = typer.Option(None, "--probe", help="PubTator file(s) whose mentions measure the "
                                                "compact index against exact search (development sets)."),
     pq_m: int = typer.Option(64, "--pq-m", help="Bytes per name of the PQ index."),
@@ -27,6 +28,8 @@ def package_default(
                                                "here (benchmarks, demo comparisons)."),
     card: Optional[Path] = typer.Option(None, "--card-extra", help="Markdown appended to the model card "
                                         "(e.g. the evaluation table)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output (and --exact-index) even when it "
+                                   "is not an earlier package (index), with everything in it."),
 ) -> None:
     """Build the embedded default pipeline: NER → abbreviation_entities → sapbert_linker (fp16, PQ index)."""
     from .corpora import read_pubtator
@@ -36,8 +39,8 @@ def package_default(
         mentions = [m.text for path in probe or [] for doc in read_pubtator(path) for m in doc.mentions]
         extra = card.read_text(encoding="utf-8") if card else ""
         report = build_default_pipeline(ner, model, kb, output, probe_mentions=mentions, pq_m=pq_m, card_extra=extra,
-                                        exact_index=exact_index, reuse_exact=reuse_exact)
-    except InputError as err:
+                                        exact_index=exact_index, reuse_exact=reuse_exact, overwrite=overwrite)
+    except (InputError, OSError) as err:  # bad input, or a folder that cannot be read or written: one line
         typer.echo(f"error: {err}", err=True)
         raise typer.Exit(2) from err
     typer.echo(json.dumps(report, indent=1))

@@ -28,6 +28,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
+from spacy_sapbert.atomic import atomic_dir, check_replaceable, remove_stale_temps
 from spacy_sapbert.encoder import cpu_has_native_bf16, read_settings, resolve_model_path
 from spacy_sapbert.errors import InputError
 
@@ -433,6 +434,8 @@ class Trainer:
 
     # -- checkpoints ---------------------------------------------------------------------------
     def save_checkpoint(self) -> Path:
+        """Every process stages its RNG state; the main process then publishes the checkpoint folder whole
+        (see training.checkpoint), so a kill at any moment leaves the previous checkpoint for --resume."""
         acc = self.accelerator
         if acc.is_main_process:
             ckpt.prepare_folder(self.checkpoint_dir, self.step)
@@ -452,7 +455,7 @@ class Trainer:
                 "elapsed_s": self.elapsed_before + time.perf_counter() - self._session_start,
             }
             path = ckpt.save_main(self.checkpoint_dir, self.step, acc.unwrap_model(self.model),
-                                  self.optimizer, state, keep=self.config.keep_checkpoints)
+                                  self.optimizer, state, keep=self.config.keep_checkpoints, world=self.world)
         acc.wait_for_everyone()
         return path
 
@@ -486,6 +489,8 @@ class Trainer:
         from tqdm.auto import tqdm
 
         cfg, acc = self.config, self.accelerator
+        if self.output is not None:
+            self.check_output(self.output)  # before hours of training, not after
         existing = ckpt.latest_checkpoint(self.checkpoint_dir)
         if resume and existing is not None:
             self.restore(existing)
@@ -590,20 +595,44 @@ class Trainer:
             },
         }
 
+    def check_output(self, folder: PathLike, result: Optional[TrainResult] = None) -> None:
+        """Refuse to replace a folder this trainer did not write: a missing or empty folder, or an earlier
+        model (``sapbert.json`` with its training record), is replaced whole; anything else is kept."""
+        if result is None:  # checked before training: nothing is lost yet
+            remedy = "Choose a new or empty --output"
+        else:  # the folder changed while training ran
+            remedy = (f"The trained model is in the checkpoint {result.checkpoint or self.checkpoint_dir}: run again "
+                      f"with --resume and a new or empty --output to export it")
+        check_replaceable(folder, _is_model_output, f"a model written by this trainer (no {SETTINGS_FILE} with a "
+                          f"training record)", remedy)
+
     def save_model(self, folder: PathLike, result: TrainResult) -> Path:
-        """An HF folder (config, model.safetensors, tokenizer) + sapbert.json, written by the main process."""
+        """An HF folder (config, model.safetensors, tokenizer) + sapbert.json, written by the main process.
+
+        Built in a temporary sibling and swapped in whole, so a kill leaves the earlier model or the new one."""
         folder = Path(folder)
         acc = self.accelerator
+        self.check_output(folder, result)  # on every process, so none waits for a main process that gave up
         acc.wait_for_everyone()
         if acc.is_main_process:
-            folder.mkdir(parents=True, exist_ok=True)
-            acc.unwrap_model(self.model).save_pretrained(folder)
-            self.tokenizer.save_pretrained(folder)
-            (folder / SETTINGS_FILE).write_text(json.dumps(self.settings(result), indent=2, default=str),
-                                                encoding="utf-8")
+            remove_stale_temps(folder.parent, folder.name)
+            with atomic_dir(folder) as tmp:
+                acc.unwrap_model(self.model).save_pretrained(tmp)
+                self.tokenizer.save_pretrained(tmp)
+                (tmp / SETTINGS_FILE).write_text(json.dumps(self.settings(result), indent=2, default=str),
+                                                 encoding="utf-8")
             logger.info("model saved to %s", folder)
         acc.wait_for_everyone()
         return folder
+
+
+def _is_model_output(folder: Path) -> bool:
+    """A folder the trainer wrote: its sapbert.json records the training run."""
+    try:
+        settings = json.loads((folder / SETTINGS_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(settings, dict) and isinstance(settings.get("training"), dict)
 
 
 def train(config: TrainConfig, pairs_path: PathLike, output: Optional[PathLike], run_dir: PathLike,

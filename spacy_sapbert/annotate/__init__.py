@@ -1,7 +1,8 @@
 """Batch annotation of documents (``sapbert annotate``): readers, resumable output, the run."""
 from .output import ResumableJsonl
 from .readers import FORMATS, Malformed, Record, detect_format, read_records
-from .runner import Summary, annotate, doc_to_record
+from .record import doc_to_record
+from .runner import Summary, annotate, preflight
 
 __all__ = ["FORMATS", "Malformed", "Record", "ResumableJsonl", "Summary", "annotate", "detect_format",
-           "doc_to_record", "read_records"]
+           "doc_to_record", "preflight", "read_records"]

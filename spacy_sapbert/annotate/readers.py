@@ -18,8 +18,10 @@ cannot be read is yielded as :class:`Malformed` with the file and line, never dr
 """
 from __future__ import annotations
 
+import gzip
 import json
 import re
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Union
@@ -29,6 +31,7 @@ from ..errors import InputError
 PathLike = Union[str, Path]
 FORMATS = ("auto", "text", "jsonl", "pubtator")
 _PUBTATOR_TEXT = re.compile(r"^([^|\t]+)\|([ta])\|(.*)$")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass
@@ -54,19 +57,61 @@ class Malformed:
 Item = Union[Record, Malformed]
 
 
+SNIFF_BYTES = 8192
+MAX_UNDECODABLE = 0.05
+"""Share of a file's first bytes that may fail to decode before it is refused as not text."""
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _open_bytes(path: Path) -> Any:
+    """The file's bytes, decompressed when it is gzip (by its magic number, whatever its name)."""
+    with path.open("rb") as handle:
+        magic = handle.read(2)
+    return gzip.open(path, "rb") if magic == _GZIP_MAGIC else path.open("rb")
+
+
+def text_problem(head: bytes) -> Optional[str]:
+    """Why ``head`` (a file's first bytes) is not text, or None: NUL bytes, or mostly undecodable."""
+    nul = head.find(b"\0")
+    if nul >= 0:
+        return f"not a text file (a NUL byte at offset {nul}: binary data?)"
+    decoded = head.decode("utf-8", errors="replace")
+    bad = decoded.count("\ufffd") - head.decode("utf-8", errors="ignore").count("\ufffd")
+    if decoded and bad / len(decoded) > MAX_UNDECODABLE:
+        return f"not a text file ({bad} of the first {len(decoded)} characters are not UTF-8)"
+    return None
+
+
+def check_text_file(path: Path) -> None:
+    """Refuse a binary file before any record is read from it."""
+    try:
+        with _open_bytes(path) as handle:
+            head = handle.read(SNIFF_BYTES)
+    except (OSError, EOFError, zlib.error) as err:
+        raise InputError(f"cannot read input ({getattr(err, 'strerror', None) or err})", path) from err
+    head = head[:SNIFF_BYTES - 4] if len(head) == SNIFF_BYTES else head  # a character cut at the end is fine
+    problem = text_problem(head)
+    if problem:
+        raise InputError(f"{problem}; sapbert annotate reads UTF-8 text, JSONL or PubTator (gzip too)", path)
+
+
 def detect_format(path: PathLike) -> str:
     """The format ``auto`` stands for, for ``path`` (see the module's docstring)."""
     path = Path(path)
     if path.is_dir():
         return "text"
-    if path.suffix.lower() in (".jsonl", ".ndjson"):
+    suffixes = [s.lower() for s in path.suffixes[-2:]]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes = suffixes[:-1]
+    if suffixes and suffixes[-1] in (".jsonl", ".ndjson"):
         return "jsonl"
     try:
-        with path.open(encoding="utf-8", errors="replace") as handle:
-            for line in handle:
+        with _open_bytes(path) as handle:
+            for raw in handle:
+                line = raw.decode("utf-8", errors="replace")
                 if line.strip():
-                    return "pubtator" if _PUBTATOR_TEXT.match(line.rstrip("\n")) else "text"
-    except OSError as err:
+                    return "pubtator" if _PUBTATOR_TEXT.match(line.rstrip("\r\n")) else "text"
+    except (OSError, EOFError, zlib.error) as err:
         raise InputError(f"cannot read input ({err.strerror or err})", path) from err
     return "text"
 
@@ -79,6 +124,8 @@ def read_records(path: PathLike, fmt: str = "auto", text_field: str = "text",
         raise InputError("input not found", path)
     if fmt not in FORMATS:
         raise InputError(f"unknown input format {fmt!r}: use one of {', '.join(FORMATS)}", field="format")
+    if path.is_file():
+        check_text_file(path)
     if fmt == "auto":
         fmt = detect_format(path)
     if path.is_dir():
@@ -94,15 +141,17 @@ def read_records(path: PathLike, fmt: str = "auto", text_field: str = "text",
 
 def _lines(path: Path) -> Iterator[tuple]:
     """(line number, text, decode problem) for each line, surviving undecodable bytes."""
+    number = 0
     try:
-        with path.open("rb") as handle:
+        with _open_bytes(path) as handle:
             for number, raw in enumerate(handle, 1):
                 try:
                     yield number, raw.decode("utf-8").rstrip("\r\n"), None
                 except UnicodeDecodeError as err:
                     yield number, raw.decode("utf-8", errors="replace").rstrip("\r\n"), f"not UTF-8 ({err.reason})"
-    except OSError as err:
-        raise InputError(f"cannot read input ({err.strerror or err})", path) from err
+    except (OSError, EOFError, zlib.error) as err:  # a truncated gzip stream ends in EOFError
+        raise InputError(f"cannot read input after line {number} ({getattr(err, 'strerror', None) or err})",
+                         path) from err
 
 
 def _read_lines(path: Path) -> Iterator[Item]:
@@ -123,7 +172,12 @@ def _read_folder(path: Path) -> Iterator[Item]:
     for ordinal, file in enumerate(files):
         doc_id = file.relative_to(path).as_posix()
         try:
-            yield Record(ordinal, doc_id, file.read_text(encoding="utf-8"), str(file))
+            data = file.read_bytes()
+            problem = text_problem(data[:SNIFF_BYTES])
+            if problem:
+                yield Malformed(ordinal, str(file), problem)
+            else:
+                yield Record(ordinal, doc_id, data.decode("utf-8"), str(file))
         except UnicodeDecodeError as err:
             yield Malformed(ordinal, str(file), f"not UTF-8 ({err.reason})")
         except OSError as err:
@@ -156,6 +210,11 @@ def _jsonl_record(ordinal: int, number: int, line: str, where: str, problem: Opt
     text = obj.pop(text_field)
     if not isinstance(text, str):
         return Malformed(ordinal, where, f"field {text_field!r} is {type(text).__name__}, not a string")
+    surrogate = _LONE_SURROGATE.search(text)
+    if surrogate:
+        return Malformed(ordinal, where, f"field {text_field!r} holds an unpaired surrogate "
+                                         f"U+{ord(surrogate.group()):04X} at character {surrogate.start()} "
+                                         f"(not valid Unicode)")
     doc_id: Any = obj.pop(id_field, None) if id_field else None
     if doc_id is None:
         doc_id = str(number)
@@ -212,4 +271,4 @@ def _pubtator_record(ordinal: int, path: Path, block: List[tuple]) -> Item:
     return Record(ordinal, pmid, text, where, meta=meta)
 
 
-__all__ = ["FORMATS", "Record", "Malformed", "detect_format", "read_records"]
+__all__ = ["FORMATS", "Record", "Malformed", "check_text_file", "detect_format", "read_records", "text_problem"]

@@ -12,21 +12,25 @@ One output line per document::
 ``concept_id`` is the concept the linker chose (``ent.kb_id_``), empty when none passed
 its threshold. Memory stays flat on inputs of any size: records are read lazily, handed
 to ``nlp.pipe`` in batches and written as they come back; the only state kept is the
-set of finished ordinals (an int per document).
+set of finished ordinals (an int per document). What happens to a document the pipeline
+cannot process, to long documents, and with several processes: see :mod:`.process`.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Union
 
 from spacy.language import Language
-from spacy.tokens import Doc, Span
 
 from ..errors import InputError
-from .output import ResumableJsonl
+from . import process
+from .identity import RunRecord, input_identity, pipeline_identity
+from .output import ResumableJsonl, check_paths
 from .readers import Malformed, Record, read_records
+from .record import doc_to_record
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -59,54 +63,23 @@ class Summary:
         ]
 
 
-def _linkers(nlp: Language) -> List[Any]:
-    from ..component import SapBertLinker
-
-    return [pipe for _, pipe in nlp.pipeline if isinstance(pipe, SapBertLinker)]
+def reading_options(fmt: str, text_field: str, id_field: Optional[str]) -> Dict[str, Any]:
+    return {"format": fmt, "text_field": text_field, "id_field": id_field}
 
 
-def doc_to_record(doc: Doc, linkers: List[Any]) -> Dict[str, Any]:
-    """The entities and abbreviations of ``doc`` as JSON-ready dicts."""
-    primary = linkers[0] if linkers else None
-    spans = list(primary.spans(doc)) if primary is not None else list(doc.ents)
-    abbreviations = _abbreviations(doc)
-    long_forms = {(a["start"], a["end"]): a["long"] for a in abbreviations}
-    entities = []
-    for span in spans:
-        entities.append(_entity(span, linkers, long_forms))
-    return {"entities": entities, "abbreviations": abbreviations}
+def preflight(source: PathLike, output: PathLike, *, resume: bool = True, fmt: str = "auto",
+              text_field: str = "text", id_field: Optional[str] = "id") -> None:
+    """The checks that need no pipeline: run them before loading one (a CLI's first step).
 
-
-def _entity(span: Span, linkers: List[Any], long_forms: Dict[Tuple[int, int], str]) -> Dict[str, Any]:
-    entity: Dict[str, Any] = {"start": span.start_char, "end": span.end_char, "text": span.text,
-                              "label": span.label_, "concept_id": span.kb_id_ or "", "concept_name": "",
-                              "score": None}
-    for number, linker in enumerate(linkers):
-        candidates = [[cid, round(float(score), 4)] for cid, score in span._.get(linker.extension) or []]
-        if number == 0:
-            entity["kb_ents"] = candidates
-            if entity["concept_id"]:
-                concept = linker.kb.get(entity["concept_id"])
-                entity["concept_name"] = concept.canonical_name if concept is not None else ""
-                entity["score"] = next((s for c, s in candidates if c == entity["concept_id"]), None)
-        else:
-            entity[linker.extension] = candidates
-    long_form = long_forms.get((span.start_char, span.end_char))
-    if long_form:
-        entity["long_form"] = long_form
-    return entity
-
-
-def _abbreviations(doc: Doc) -> List[Dict[str, Any]]:
-    if not Doc.has_extension("abbreviations"):
-        return []
-    out = []
-    for abbr in doc._.abbreviations or []:
-        if isinstance(abbr, Span) and Span.has_extension("long_form") and abbr._.long_form is not None:
-            long_form = abbr._.long_form
-            out.append({"short": abbr.text, "long": getattr(long_form, "text", str(long_form)),
-                        "start": abbr.start_char, "end": abbr.end_char})
-    return out
+    The input exists and is text, the output is not the input and can be written, and a
+    resumed output was written from this same input read the same way.
+    """
+    check_paths(source, output)
+    read_records(source, fmt=fmt, text_field=text_field, id_field=id_field)  # format and binary checks
+    output = Path(output)
+    if resume and output.is_file() and output.stat().st_size > 0:
+        current = {"input": {**input_identity(source), **reading_options(fmt, text_field, id_field)}}
+        RunRecord(output, current).check_resume("input")
 
 
 def annotate(nlp: Language, source: PathLike, output: PathLike, *, fmt: str = "auto", text_field: str = "text",
@@ -114,61 +87,70 @@ def annotate(nlp: Language, source: PathLike, output: PathLike, *, fmt: str = "a
              resume: bool = True, show_progress: bool = True) -> Summary:
     """Annotate every record of ``source`` with ``nlp`` into JSONL ``output``.
 
-    Malformed records are logged with their file and line and counted as skipped (with
-    ``strict``, the first one raises :class:`InputError`). With ``resume`` (the default) an
-    existing ``output`` is continued: its documents are not annotated again.
+    Malformed records, and documents the pipeline fails on, are logged with their file and
+    line and counted as skipped (with ``strict``, the first one raises :class:`InputError`).
+    With ``resume`` (the default) an existing ``output`` of the same input and pipeline is
+    continued: its documents are not annotated again. Without it, the new output replaces
+    the old one only once it is complete.
     """
-    if batch_size < 1 or n_process < 1:
-        raise InputError("batch_size and n_process must be positive", field="batch_size/n_process")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise InputError(f"expected an integer ≥ 1, got {batch_size!r}", field="batch_size")
+    if not isinstance(n_process, int) or n_process < 1:
+        raise InputError(f"expected an integer ≥ 1, got {n_process!r}", field="n_process")
+    preflight(source, output, resume=resume, fmt=fmt, text_field=text_field, id_field=id_field)
     records = read_records(source, fmt=fmt, text_field=text_field, id_field=id_field)
-    writer = ResumableJsonl(output, resume=resume)
+    run = RunRecord(output, {"input": {**input_identity(source), **reading_options(fmt, text_field, id_field)},
+                             "pipeline": pipeline_identity(nlp)})
+    writer = ResumableJsonl(output, resume=resume, record=run)
     summary = Summary(output=str(output))
     if writer.done:
         logger.info("%s: resuming; %d documents are already there", output, len(writer.done))
-    linkers = _linkers(nlp)
-    meta: Dict[int, Record] = {}
 
-    def todo() -> Iterator[Tuple[str, int]]:
+    def skip(where: str, reason: str) -> None:
+        if strict:
+            raise InputError(reason, where)
+        logger.warning("%s: skipped (%s)", where, reason)
+        summary.skipped += 1
+
+    def todo() -> Iterator[Record]:
         for item in records:
             summary.read += 1
             if isinstance(item, Malformed):
-                if strict:
-                    raise InputError(f"malformed record: {item.reason}", item.where)
-                logger.warning("%s: skipped, %s", item.where, item.reason)
-                summary.skipped += 1
-                continue
-            if item.ordinal in writer.done:
+                skip(item.where, f"malformed record: {item.reason}")
+            elif item.ordinal in writer.done:
                 summary.already_done += 1
-                continue
-            meta[item.ordinal] = item
-            yield item.text, item.ordinal
+            else:
+                yield item
 
-    progress = _progress(show_progress)
-    with writer:
-        for doc, ordinal in nlp.pipe(todo(), as_tuples=True, batch_size=batch_size, n_process=n_process):
-            record = meta.pop(ordinal)
-            annotations = doc_to_record(doc, linkers)
-            line: Dict[str, Any] = {"id": record.id, "ordinal": record.ordinal, "text": record.text}
-            if record.meta:
-                line["meta"] = record.meta
-            line.update(annotations)
-            writer.write(line)
+    with _progress(show_progress) as progress, writer:
+        for outcome in process.run(nlp, todo(), batch_size, n_process):
+            if isinstance(outcome, process.Failed):
+                skip(outcome.where, outcome.reason)
+                continue
+            writer.write_line(outcome.ordinal, outcome.line)
             summary.written += 1
-            summary.entities += len(annotations["entities"])
-            summary.linked += sum(1 for e in annotations["entities"] if e["concept_id"])
-            if progress is not None:
-                progress.update(1)
-    if progress is not None:
-        progress.close()
+            summary.entities += outcome.entities
+            summary.linked += outcome.linked
+            progress.update(1)
     return summary
 
 
-def _progress(show: bool) -> Any:
+class _NoProgress:
+    def update(self, n: int) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _progress(show: bool) -> Iterator[Any]:
+    """A tqdm bar whose log lines are printed above it, not onto it (or nothing)."""
     if not show:
-        return None
+        yield _NoProgress()
+        return
     from tqdm import tqdm
+    from tqdm.contrib.logging import logging_redirect_tqdm
 
-    return tqdm(desc="annotate", unit="doc")
+    with logging_redirect_tqdm(), tqdm(desc="annotate", unit="doc") as bar:
+        yield bar
 
 
-__all__ = ["Summary", "annotate", "doc_to_record"]
+__all__ = ["Summary", "annotate", "doc_to_record", "preflight"]

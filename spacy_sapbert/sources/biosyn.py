@@ -65,7 +65,7 @@ def read_biosyn_records(path: PathLike, split_names: bool, source: str, types: S
     """Shared reader of both forms; ``split_names`` splits the name field on ``|`` (MEDIC form)."""
     stats = ensure_stats(stats, source, path)
     concepts: "OrderedDict[Tuple[str, ...], List[str]]" = OrderedDict()
-    for line_no, text in iter_lines(path):
+    for line_no, text in iter_lines(path, require_line_end=True):
         if not text.strip():
             continue
         stats.records += 1

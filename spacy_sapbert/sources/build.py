@@ -9,6 +9,13 @@ mirror (``vocab/...``; see scripts/fetch_assets.py for where each file comes fro
 * ``open-biomed``: MeSH, MEDIC, DO, ORDO, NCIt disease and HPO, merged along MONDO's
   exact-match tables and the vocabularies' own MeSH/OMIM/UMLS xrefs
   (:mod:`spacy_sapbert.sources.merge`): an open stand-in for UMLS for pretraining.
+
+Two steps fill in from a second source what the first lacks: the CTD concepts MEDIC 2012
+does not have, and CTD's tree numbers for descriptors the MeSH tree table has no row for.
+A first source cut short at a line boundary reads without an error (every line is
+well-formed), and the fallback would quietly make up the difference; so each fallback's
+share is reported (:class:`FallbackCheck`) and the build fails above
+:data:`MAX_FALLBACK_SHARE`.
 """
 from __future__ import annotations
 
@@ -24,7 +31,7 @@ from ..errors import InputError
 from ..kb import ID_SEPARATOR, Concept, KBStats, KnowledgeBase
 from .medic import read_ctd_diseases, read_ctd_tree_numbers, read_medic_biosyn
 from .merge import MergeReport, merge_equivalent
-from .mesh import read_mesh_tsv, read_mesh_xml
+from .mesh import TREE_NUMBERS_FROM_EXTRA, read_mesh_tsv, read_mesh_xml
 from .obo import read_obo
 from .obograph import read_obograph
 from .sssom import Mapping, read_sssom
@@ -53,6 +60,42 @@ XREF_VOCABULARIES = {"doid": ("MESH", "OMIM", "UMLS"), "orphanet": ("MESH", "OMI
 ORDO_ROOTS = ("Orphanet:C001",)      # clinical entity (not genes, geography, inheritance)
 NCIT_ROOTS = ("NCIT:C7057",)         # Disease, Disorder or Finding (not genes, anatomy, drugs)
 HPO_ROOTS = ("HP:0000118",)          # Phenotypic abnormality (not modes of inheritance, frequencies)
+#: Largest share a fallback may fill in before the build fails. The pinned assets give 0.9%
+#: (MEDIC: 104 of 12,018 concepts from CTD 2017) and 0.4% (MeSH: 112 of 30,764 descriptors
+#: without a row in the tree table). 5% is five times that, so a complete file never comes
+#: near it, while a MEDIC 2012 or tree table missing more than about 4-5% of its lines
+#: (~500 of MEDIC's 11,915) fails; the reported cut (2,100 lines left) gives 82%.
+MAX_FALLBACK_SHARE = 0.05
+
+
+@dataclass
+class FallbackCheck:
+    """How much of a KB a second source filled in where the first lacked it."""
+
+    name: str
+    filled: int
+    total: int
+    limit: float = MAX_FALLBACK_SHARE
+
+    @property
+    def share(self) -> float:
+        return self.filled / self.total if self.total else 0.0
+
+    def line(self) -> str:
+        return (f"{self.name}: {self.filled:,} of {self.total:,} ({self.share:.1%}; "
+                f"the build fails above {self.limit:.0%})")
+
+    def as_dict(self) -> Dict[str, object]:
+        return {"name": self.name, "filled": self.filled, "total": self.total, "share": round(self.share, 4),
+                "limit": self.limit}
+
+    def enforce(self, problem: str, normal: str, path: Path) -> None:
+        """Fail with ``problem`` (what the fallback would do) when the share is over the limit;
+        ``normal`` says what the complete pinned file gives."""
+        if self.share > self.limit:
+            raise InputError(f"{problem} ({self.share:.1%}), more than the {self.limit:.0%} limit ({normal}): this "
+                             "file looks truncated (cut at a line boundary, which no line check can see) or is "
+                             "another file; fetch it again (`spacy project run assets`)", path)
 
 
 @dataclass
@@ -65,22 +108,30 @@ class BuildReport:
     kb: Optional[KBStats] = None
     seconds: float = 0.0
     notes: List[str] = field(default_factory=list)
+    fallbacks: List[FallbackCheck] = field(default_factory=list)
+    kb_merged_records: int = 0
+    """Records the KB merged into an earlier record with the same concept_id (0 for the project's KBs)."""
 
     def lines(self) -> List[str]:
         out = [stats.summary() for stats in self.sources]
         out.extend(self.notes)
+        out.extend(check.line() for check in self.fallbacks)
         if self.merge is not None:
             out.extend(self.merge.lines())
         if self.kb is not None:
             kb = self.kb
             out.append(f"{self.name}: {kb.concepts:,} concepts, {kb.names:,} names, {kb.concepts_with_synonyms:,} "
                        f"concepts with >=2 names, {kb.positive_pairs:,} positive pairs ({self.seconds:.1f}s)")
+            out.append(f"{self.name}: {self.kb_merged_records:,} records merged into an earlier one with the "
+                       "same concept_id")
         return out
 
     def as_dict(self) -> Dict[str, object]:
         return {"name": self.name, "sources": [s.as_dict() for s in self.sources],
                 "merge": self.merge.as_dict() if self.merge else None,
-                "kb": self.kb.as_dict() if self.kb else None, "seconds": round(self.seconds, 1), "notes": self.notes}
+                "kb": self.kb.as_dict() if self.kb else None, "seconds": round(self.seconds, 1), "notes": self.notes,
+                "fallbacks": [check.as_dict() for check in self.fallbacks],
+                "kb_merged_records": self.kb_merged_records}
 
 
 def _need(assets: Path, relative: str) -> Path:
@@ -117,7 +168,8 @@ def medic_concepts(assets: Path, report: BuildReport, steps: Optional[_Steps] = 
     """MEDIC 2012 (BioSyn form) plus the CTD 2017 concepts whose primary ID MEDIC 2012 lacks."""
     run = steps.run if steps else (lambda label, fn: fn())
     stats = ReadStats("medic-2012")
-    concepts: List[Concept] = run("MEDIC 2012", lambda: list(read_medic_biosyn(_need(assets, MEDIC_2012), stats)))
+    medic_path = _need(assets, MEDIC_2012)
+    concepts: List[Concept] = run("MEDIC 2012", lambda: list(read_medic_biosyn(medic_path, stats)))
     report.sources.append(stats)
     ctd_path = assets / CTD_DISEASES
     if ctd_path.is_file():
@@ -131,6 +183,10 @@ def medic_concepts(assets: Path, report: BuildReport, steps: Optional[_Steps] = 
         report.notes.append(f"medic: {len(added):,} CTD 2017 concepts added (primary ID not in MEDIC 2012; "
                             f"their IDs MEDIC 2012 already gives another concept left out); "
                             f"{len(ctd) - len(added):,} already there")
+        check = FallbackCheck("medic: CTD 2017 fallback, concepts added", len(added), len(concepts))
+        report.fallbacks.append(check)
+        check.enforce(f"the CTD 2017 fallback would add {check.filled:,} of {check.total:,} concepts",
+                      "a complete MEDIC 2012 leaves it 104 of 12,018, 0.9%", medic_path)
     else:
         report.notes.append(f"medic: {CTD_DISEASES} not in assets; MEDIC 2012 only")
     return concepts
@@ -145,9 +201,11 @@ def mesh_concepts(assets: Path, report: BuildReport, steps: Optional[_Steps] = N
     if (assets / MESH_TERMS).is_file():
         ctd = assets / CTD_DISEASES
         extra = run("CTD tree numbers", lambda: read_ctd_tree_numbers(ctd)) if ctd.is_file() else {}
-        concepts = run("MeSH 2024", lambda: list(read_mesh_tsv(assets / MESH_TERMS, _need(assets, MESH_TREES),
+        trees = _need(assets, MESH_TREES)
+        concepts = run("MeSH 2024", lambda: list(read_mesh_tsv(assets / MESH_TERMS, trees,
                                                                 include_permuted=include_permuted,
                                                                 extra_tree_numbers=extra, stats=stats)))
+        _check_tree_table(stats, trees, report)
     else:
         xml = _first_present(assets, MESH_DESCRIPTOR_XML)
         if xml is None:
@@ -161,6 +219,19 @@ def mesh_concepts(assets: Path, report: BuildReport, steps: Optional[_Steps] = N
         concepts.extend(run("MeSH supplementary XML", lambda: list(read_mesh_xml(supp, stats=supp_stats,
                                                                                   progress=True))))
     return concepts
+
+
+def _check_tree_table(stats: ReadStats, trees: Path, report: BuildReport) -> None:
+    """Descriptors the tree table has no row for are placed by CTD's tree numbers (diseases) or
+    dropped (the rest): a table cut short would shrink the KB that way, without an error."""
+    without_row = stats.filled[TREE_NUMBERS_FROM_EXTRA] + stats.skipped["descriptor_without_tree_number"]
+    descriptors = stats.concepts + stats.skipped["descriptor_without_tree_number"] \
+        + stats.skipped["descriptor_outside_categories"]
+    check = FallbackCheck("mesh: descriptors without a row in the tree table (CTD tree numbers or dropped)",
+                          without_row, descriptors)
+    report.fallbacks.append(check)
+    check.enforce(f"descriptors without a row in this tree table: {check.filled:,} of {check.total:,}",
+                  "the complete table leaves 112 of 30,764, 0.4%", trees)
 
 
 def build_medic(assets: PathLike, show_progress: bool = True) -> Tuple[KnowledgeBase, BuildReport]:
@@ -273,4 +344,8 @@ def build_kb(name: str, assets: PathLike, show_progress: bool = True) -> Tuple[K
     kb, report = KB_BUILDERS[name](assets, show_progress=show_progress)
     report.seconds = time.perf_counter() - start
     report.kb = kb.stats()
+    report.kb_merged_records = kb.merged_records
+    if kb.merged_records:
+        logger.warning("%s: %d source records merged into an earlier record with the same concept_id",
+                       name, kb.merged_records)
     return kb, report

@@ -42,7 +42,7 @@ def _ctd_rows(path: PathLike) -> Iterator[Tuple[int, Dict[str, str]]]:
     fields: Sequence[str] = CTD_FIELDS
     expect_header = False
     header_seen = False
-    for line_no, text in iter_lines(path):
+    for line_no, text in iter_lines(path, require_line_end=True):
         if text.startswith("#"):
             body = text[1:].strip()
             if expect_header and body:

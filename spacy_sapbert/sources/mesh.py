@@ -31,6 +31,8 @@ MESH_CATEGORIES: Mapping[str, str] = {"C": "Disease", "F03": "Disease", "D": "Ch
 #: SCRClass of a supplementary record → concept type (2 protocol, 4 organism, 5 population, 6 anatomy: left out)
 SCR_CLASSES: Mapping[str, str] = {"1": "Chemical", "3": "Disease"}
 TERM_COLUMNS = ("DescriptorUI", "DescriptorName", "TermName", "IsPermutedTermYN")
+#: ReadStats.filled reason: a descriptor the tree table lacks, placed by ``extra_tree_numbers``
+TREE_NUMBERS_FROM_EXTRA = "tree_numbers_from_extra_table"
 _DESCRIPTOR_UI = re.compile(r"^D\d{6}(\d{3})?$")
 _SUPPLEMENTARY_UI = re.compile(r"^C\d{6}(\d{3})?$")
 
@@ -55,7 +57,7 @@ def read_mesh_trees(path: PathLike) -> Dict[str, List[str]]:
     """``DescriptorUI<TAB>TreeNumber`` rows (with a header) → descriptor → tree numbers."""
     trees: Dict[str, List[str]] = {}
     header: Optional[List[str]] = None
-    for line_no, text in iter_lines(path):
+    for line_no, text in iter_lines(path, require_line_end=True):
         if not text.strip():
             continue
         cols = text.split("\t")
@@ -105,7 +107,7 @@ def read_mesh_tsv(terms_path: PathLike, trees_path: Optional[PathLike] = None,
         raise InputError("selecting MeSH categories needs the tree-number table", terms_path)
     records: "OrderedDict[str, Tuple[str, List[str]]]" = OrderedDict()
     header: Optional[List[str]] = None
-    for line_no, text in iter_lines(terms_path):
+    for line_no, text in iter_lines(terms_path, require_line_end=True):
         if not text.strip():
             continue
         cols = text.split("\t")
@@ -136,7 +138,10 @@ def read_mesh_tsv(terms_path: PathLike, trees_path: Optional[PathLike] = None,
             entry[1].append(term)
     extra = extra_tree_numbers or {}
     for ui, (name, terms) in records.items():
-        types = _select(ui, trees.get(ui) or list(extra.get(ui, ())), categories, stats)
+        own = trees.get(ui)
+        if not own and extra.get(ui) and categories is not None:
+            stats.filled[TREE_NUMBERS_FROM_EXTRA] += 1
+        types = _select(ui, own or list(extra.get(ui, ())), categories, stats)
         if types is None:
             continue
         names = list(OrderedDict.fromkeys([name] + terms))
@@ -242,6 +247,10 @@ def read_mesh_xml(path: PathLike, categories: Optional[Mapping[str, str]] = MESH
             if concept is not None:
                 stats.kept(len(concept.names))
                 yield concept
+    if root is not None and depth > 0:
+        # NLM's files have no record count; the closing tag of the record set is the check
+        raise InputError(f"the file ends inside <{root.tag}>, after {stats.records:,} record(s) and without its "
+                         f"closing </{root.tag}>: it is truncated; fetch it again", path, line_no)
     try:
         parser.close()
     except ET.ParseError as err:

@@ -64,7 +64,7 @@ def iter_obo_terms(path: PathLike) -> Iterator[OboTerm]:
     term: Optional[OboTerm] = None
     kind: Optional[str] = None
     start = 0
-    for line_no, text in iter_lines(path):
+    for line_no, text in iter_lines(path, require_line_end=True):
         line = text.strip()
         if not line or line.startswith("!"):
             continue

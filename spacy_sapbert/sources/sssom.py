@@ -45,7 +45,7 @@ def read_sssom(path: PathLike, predicates: Sequence[str] = (EXACT_MATCH,), sourc
     source = source or Path(path).name.split(".")[0]
     stats = ensure_stats(stats, source, path, unit="mappings")
     header: Optional[List[str]] = None
-    for line_no, text in iter_lines(path):
+    for line_no, text in iter_lines(path, require_line_end=True):
         if text.startswith("#") or not text.strip():
             continue
         cols = text.split("\t")

@@ -28,6 +28,8 @@ class ReadStats:
     """Reason → number of records (or names) left out on purpose."""
     unit: str = "concepts"
     """What ``concepts`` counts: "concepts" for vocabularies, "mappings" for mapping tables."""
+    filled: Counter = field(default_factory=Counter)
+    """Reason → records completed from a fallback source (a build checks how many)."""
 
     def skip(self, reason: str, count: int = 1) -> None:
         self.skipped[reason] += count
@@ -45,14 +47,17 @@ class ReadStats:
             "names": self.names,
             "unit": self.unit,
             "skipped": dict(sorted(self.skipped.items())),
+            "filled": dict(sorted(self.filled.items())),
         }
 
     def summary(self) -> str:
         """One line for a log or a terminal."""
         skipped = ", ".join(f"{reason} {count:,}" for reason, count in sorted(self.skipped.items()))
+        filled = ", ".join(f"{reason} {count:,}" for reason, count in sorted(self.filled.items()))
         return (f"{self.source}: {self.records:,} records -> {self.concepts:,} {self.unit}"
                 + (f", {self.names:,} names" if self.unit == "concepts" else "")
-                + (f"; skipped: {skipped}" if skipped else ""))
+                + (f"; skipped: {skipped}" if skipped else "")
+                + (f"; filled in: {filled}" if filled else ""))
 
 
 def ensure_stats(stats: Optional[ReadStats], source: str, path: object = "", unit: str = "concepts") -> ReadStats:

@@ -3,6 +3,11 @@
 Every reader goes through here so that a missing file, a corrupt gzip stream, a
 non-UTF-8 byte or an empty file gives the same kind of :class:`InputError` (file,
 line, problem) whichever format is being read.
+
+A truncated file must not read as a smaller vocabulary. A gzip stream that ends early
+or fails its CRC is an error here; a plain text file cut mid-line is caught by its
+last line lacking a line ending (every upstream line format ends each line with one),
+which the vocabulary readers ask for with ``require_line_end``.
 """
 from __future__ import annotations
 
@@ -38,12 +43,15 @@ def open_binary(path: PathLike) -> IO[bytes]:
     return gzip.open(path, "rb") if is_gzip(path) else path.open("rb")
 
 
-def iter_lines(path: PathLike, progress: bool = False, desc: Optional[str] = None) -> Iterator[Tuple[int, str]]:
+def iter_lines(path: PathLike, progress: bool = False, desc: Optional[str] = None,
+               require_line_end: bool = False) -> Iterator[Tuple[int, str]]:
     """Yield ``(line_number, text)`` with the line ending removed.
 
     Lines are decoded one by one so a bad byte is reported with its line number; a UTF-8
     byte-order mark on the first line is dropped. An empty file (or one with only blank
-    lines) is an error: every upstream format we read has at least one record.
+    lines) is an error: every upstream format we read has at least one record. With
+    ``require_line_end``, a last line without a line ending is an error before it is
+    yielded: it is what a copy or download cut short leaves, and its record may be torn.
     """
     path = existing_file(path)
     seen_text = False
@@ -66,6 +74,11 @@ def iter_lines(path: PathLike, progress: bool = False, desc: Optional[str] = Non
                             "(convert the file to UTF-8)", path, line_no) from err
                     if line_no == 1 and text.startswith("\ufeff"):
                         text = text[1:]
+                    if require_line_end and not raw.endswith(b"\n") and text.strip():
+                        raise InputError(
+                            "the last line has no line ending: the file looks cut short (an interrupted "
+                            "download or copy) and this record may be incomplete; fetch the file again "
+                            "(or end the line, if you wrote the file by hand)", path, line_no)
                     text = text.rstrip("\n").rstrip("\r")
                     seen_text = seen_text or bool(text.strip())
                     yield line_no, text

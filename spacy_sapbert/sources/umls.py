@@ -10,6 +10,11 @@ Suppressed (O obsolete, E editor, Y vocabulary-suppressed) and other-language st
 are counted per reason. The canonical name is the UMLS preferred string (TS=P, STT=PF,
 ISPREF=Y), the rule scispaCy's UMLS KB uses; the types are TUIs, as in scispaCy.
 Concept IDs are ``UMLS:C0011849`` (a bare CUI would read as a MeSH supplementary ID).
+
+A release lists every file in ``MRFILES.RRF`` (FIL|DES|FMT|CLS|RWS|BTS|: columns, rows,
+bytes). When it lies beside the file being read, the columns must be the ones this
+reader expects and the size and row count must match, so a copy cut at a line boundary
+(every row still well-formed) is an error rather than a smaller UMLS.
 """
 from __future__ import annotations
 
@@ -17,12 +22,12 @@ import logging
 import re
 from collections import OrderedDict
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Sequence, Union
+from typing import Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ..errors import InputError
 from ..kb import Concept
 from .stats import ReadStats, ensure_stats
-from .textfile import iter_lines
+from .textfile import is_gzip, iter_lines
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -32,16 +37,61 @@ MRSTY_FIELDS = ("CUI", "TUI", "STN", "STY", "ATUI", "CVF")
 MRDEF_FIELDS = ("CUI", "AUI", "ATUI", "SATUI", "SAB", "DEF", "SUPPRESS", "CVF")
 #: definition sources preferred when a concept has several (scispaCy's list)
 PREFERRED_DEFINITION_SOURCES = frozenset({"NCI_BRIDG", "NCI_NCI-GLOSS", "NCI", "GO", "MSH", "NCI_FDA"})
+MRFILES = "MRFILES.RRF"
 _CUI = re.compile(r"^C\d{7}$")
 _TUI = re.compile(r"^T\d{3}$")
 
 
+class _Listed(NamedTuple):
+    """What MRFILES.RRF says about one file."""
+
+    columns: Tuple[str, ...]
+    rows: int
+    size: int
+    line: int
+
+
+def _listed(path: Path) -> Optional[_Listed]:
+    """The MRFILES.RRF entry of ``path`` when that listing lies beside it, else None."""
+    listing = path.parent / MRFILES
+    if path.name == MRFILES or not listing.is_file():
+        return None
+    for line_no, text in iter_lines(listing, require_line_end=True):
+        cols = text.split("|")
+        if cols[0] != path.name:
+            continue
+        if len(cols) != 7 or cols[-1] != "":
+            raise InputError("expected 6 '|'-terminated fields (FIL|DES|FMT|CLS|RWS|BTS|)", listing, line_no)
+        try:
+            rows, size = int(cols[4]), int(cols[5])
+        except ValueError as err:
+            raise InputError(f"RWS and BTS must be whole numbers, got {cols[4]!r} and {cols[5]!r}", listing,
+                             line_no) from err
+        return _Listed(tuple(cols[2].split(",")), rows, size, line_no)
+    return None
+
+
 def _rows(path: PathLike, fields: Sequence[str], progress: bool = False) -> Iterator[tuple]:
-    """(line number, field → value) for each row of an RRF file, checking the field count."""
-    name = Path(path).name
-    for line_no, text in iter_lines(path, progress=progress, desc=name):
+    """(line number, field → value) for each row of an RRF file, checking the field count
+    and, when MRFILES.RRF lists the file, its columns, size and row count."""
+    path = Path(path)
+    name = path.name
+    listed = _listed(path)
+    if listed is not None:
+        if listed.columns != tuple(fields):
+            raise InputError(f"{name} has the columns {','.join(listed.columns)}, but this reader expects "
+                             f"{','.join(fields)} (a release in another layout?)", path.parent / MRFILES,
+                             listed.line, "FMT")
+        size = path.stat().st_size
+        if not is_gzip(path) and size != listed.size:
+            raise InputError(f"{size:,} bytes, but {MRFILES} (line {listed.line}) lists {listed.size:,}: the "
+                             "file is incomplete (cut short?) or from another release; copy it again", path)
+    rows = last = 0
+    for line_no, text in iter_lines(path, progress=progress, desc=name, require_line_end=True):
+        last = line_no
         if not text:
             continue
+        rows += 1
         cols = text.split("|")
         if len(cols) != len(fields) + 1 or cols[-1] != "":
             raise InputError(f"expected {len(fields)} '|'-terminated fields ({'|'.join(fields)}|), "
@@ -50,6 +100,10 @@ def _rows(path: PathLike, fields: Sequence[str], progress: bool = False) -> Iter
         if not _CUI.match(row["CUI"]):
             raise InputError(f"not a UMLS CUI: {row['CUI']!r}", path, line_no, "CUI")
         yield line_no, row
+    if listed is not None and rows != listed.rows:
+        raise InputError(f"the file ends after {rows:,} rows, but {MRFILES} (line {listed.line}) lists "
+                         f"{listed.rows:,}: it is incomplete (cut short?) or from another release; copy it again",
+                         path, last)
 
 
 def read_umls_types(path: PathLike) -> Dict[str, List[str]]:

@@ -1,0 +1,59 @@
+"""A processed ``Doc`` as the JSON an output line carries: entities, concepts, abbreviations."""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Tuple
+
+from spacy.language import Language
+from spacy.tokens import Doc, Span
+
+
+def linkers_of(nlp: Language) -> List[Any]:
+    """The pipeline's ``sapbert_linker`` components, in pipeline order."""
+    from ..component import SapBertLinker
+
+    return [pipe for _, pipe in nlp.pipeline if isinstance(pipe, SapBertLinker)]
+
+
+def doc_to_record(doc: Doc, linkers: List[Any]) -> Dict[str, Any]:
+    """The entities and abbreviations of ``doc`` as JSON-ready dicts."""
+    primary = linkers[0] if linkers else None
+    spans = list(primary.spans(doc)) if primary is not None else list(doc.ents)
+    abbreviations = _abbreviations(doc)
+    long_forms = {(a["start"], a["end"]): a["long"] for a in abbreviations}
+    entities = [_entity(span, linkers, long_forms) for span in spans]
+    return {"entities": entities, "abbreviations": abbreviations}
+
+
+def _entity(span: Span, linkers: List[Any], long_forms: Dict[Tuple[int, int], str]) -> Dict[str, Any]:
+    entity: Dict[str, Any] = {"start": span.start_char, "end": span.end_char, "text": span.text,
+                              "label": span.label_, "concept_id": span.kb_id_ or "", "concept_name": "",
+                              "score": None}
+    for number, linker in enumerate(linkers):
+        candidates = [[cid, round(float(score), 4)] for cid, score in span._.get(linker.extension) or []]
+        if number == 0:
+            entity["kb_ents"] = candidates
+            if entity["concept_id"]:
+                concept = linker.kb.get(entity["concept_id"])
+                entity["concept_name"] = concept.canonical_name if concept is not None else ""
+                entity["score"] = next((s for c, s in candidates if c == entity["concept_id"]), None)
+        else:
+            entity[linker.extension] = candidates
+    long_form = long_forms.get((span.start_char, span.end_char))
+    if long_form:
+        entity["long_form"] = long_form
+    return entity
+
+
+def _abbreviations(doc: Doc) -> List[Dict[str, Any]]:
+    if not Doc.has_extension("abbreviations"):
+        return []
+    out = []
+    for abbr in doc._.abbreviations or []:
+        if isinstance(abbr, Span) and Span.has_extension("long_form") and abbr._.long_form is not None:
+            long_form = abbr._.long_form
+            out.append({"short": abbr.text, "long": getattr(long_form, "text", str(long_form)),
+                        "start": abbr.start_char, "end": abbr.end_char})
+    return sorted(out, key=lambda a: (a["start"], a["end"]))  # the detector's order varies with the hash seed
+
+
+__all__ = ["doc_to_record", "linkers_of"]
