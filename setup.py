@@ -1,4 +1,5 @@
-"""Installable package for spacy-sapbert: the linker (spacy_sapbert) and the trainer (training)."""
+"""Installable package for spacy-sapbert: the linker (spacy_sapbert), with the trainer (training/) and the
+demo (demo/) installed as spacy_sapbert.training and spacy_sapbert.demo."""
 from pathlib import Path
 
 from setuptools import find_packages, setup
@@ -35,7 +36,11 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.10",
-    packages=find_packages(include=["spacy_sapbert", "spacy_sapbert.*", "training", "training.*", "demo", "demo.*"]),
+    # training/ and demo/ stay top-level folders of the repository but install under spacy_sapbert,
+    # so that no generic top-level name (a user's own `training` module) is shadowed.
+    packages=find_packages(include=["spacy_sapbert", "spacy_sapbert.*"])
+    + [f"spacy_sapbert.{name}" for name in find_packages(include=["training", "training.*", "demo", "demo.*"])],
+    package_dir={"spacy_sapbert.training": "training", "spacy_sapbert.demo": "demo"},
     include_package_data=True,
     package_data={"spacy_sapbert": ["py.typed", "data/**/*"]},
     install_requires=INSTALL_REQUIRES,
@@ -51,8 +56,8 @@ setup(
         # Sub-commands that live outside spacy_sapbert (training, demo) register
         # themselves here, so the linker package never imports them.
         "sapbert.cli": [
-            "training = training.cli:register",
-            "demo = demo.cli:register",
+            "training = spacy_sapbert.training.cli:register",
+            "demo = spacy_sapbert.demo.cli:register",
         ],
     },
     classifiers=[

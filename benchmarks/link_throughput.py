@@ -41,8 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from spacy_sapbert.encoder import Encoder, cpu_has_native_bf16  # noqa: E402
 from spacy_sapbert.index import NameIndex  # noqa: E402
 from spacy_sapbert.kb import KnowledgeBase  # noqa: E402
-from training.baselines import ScispacyCandidates  # noqa: E402
-from training.corpora import read_pubtator  # noqa: E402
+from spacy_sapbert.training.evaluation.baselines import ScispacyCandidates  # noqa: E402
+from spacy_sapbert.training.corpora import read_pubtator  # noqa: E402
 
 logger = logging.getLogger("benchmark")
 
@@ -88,7 +88,20 @@ def our_variants(encoders: Dict[str, Encoder], kinds: List[str]) -> List[Tuple[s
     return variants
 
 
-def main(argv: Optional[List[str]] = None) -> None:
+def top1_agreement(pipes: Dict[str, Any], docs: List[Doc]) -> Dict[str, float]:
+    """Share of mentions whose top concept matches the first variant's (precision and index kind
+    change speed; this says what they cost in answers)."""
+    tops: Dict[str, List[str]] = {}
+    for label, pipe in pipes.items():
+        pipe.linker.clear_cache()
+        tops[label] = [ent.kb_id_ for doc in pipe.pipe(iter(copies(docs)), batch_size=64) for ent in doc.ents]
+        pipe.linker.clear_cache()
+    reference = next(iter(tops.values()))
+    return {label: round(sum(a == b for a, b in zip(reference, top)) / max(1, len(reference)), 4)
+            for label, top in tops.items()}
+
+
+def parse_args(argv: Optional[List[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--kb", required=True, type=Path)
     parser.add_argument("--model", default="sapbert-default")
@@ -106,106 +119,113 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--output", type=Path)
     args = parser.parse_args(argv)
-    precisions = list(dict.fromkeys(args.precision or ["auto", "float32"]))
-    kinds = list(dict.fromkeys(args.index_kind or ["flat", "hnsw"]))
+    args.precision = list(dict.fromkeys(args.precision or ["auto", "float32"]))
+    args.index_kind = list(dict.fromkeys(args.index_kind or ["flat", "hnsw"]))
     if args.limit_docs < 0 or args.repeats < 1:
         parser.error("--limit-docs must be >= 0 and --repeats >= 1")
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    import torch
+    return args
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    from scispacy.linking import EntityLinker
 
-    nlp = spacy.blank("en")
-    kb = KnowledgeBase.from_jsonl(args.kb)
-    result: Dict[str, Any] = {"kb": kb.name, "kb_names": kb.stats().names, "model": args.model,
-                              "machine": {"cpus": len(os.sched_getaffinity(0)), "python": platform.python_version(),
-                                          "torch_threads": torch.get_num_threads(),
-                                          "cpu_native_bf16": cpu_has_native_bf16()}}
-
-    encoders = {p: Encoder(args.model, device="cpu", dtype=p) for p in precisions}
-    first = encoders[precisions[0]]
-    if args.index:
-        index = NameIndex.load(args.index, encoder=first, kb=kb)
-    else:
-        index = NameIndex.build(kb, first)
+def our_pipes(nlp: spacy.Language, kb: KnowledgeBase, args: argparse.Namespace, result: Dict[str, Any]
+              ) -> Tuple[Dict[str, Any], NameIndex, Encoder]:
+    """One ``sapbert_linker`` pipe per variant of ours, sharing one index per kind (builds recorded in
+    ``result``); also the first index and encoder, for the report."""
+    encoders = {p: Encoder(args.model, device="cpu", dtype=p) for p in args.precision}
+    first = encoders[args.precision[0]]
+    index = NameIndex.load(args.index, encoder=first, kb=kb) if args.index else NameIndex.build(kb, first)
     result["ours_index"] = {"kind": index.kind, "precision": first.dtype, **index.manifest.get("build", {})}
     indexes = {index.kind: index}
-    for kind in kinds:
+    for kind in args.index_kind:
         if kind not in indexes:
             indexes[kind] = index.convert(kind)
             result[f"ours_index_{kind}"] = indexes[kind].manifest["build"]
     pipes = {}
-    for label, name, encoder, kind in our_variants(encoders, kinds):
+    for label, name, encoder, kind in our_variants(encoders, args.index_kind):
         pipe = nlp.add_pipe("sapbert_linker", name=name,
                             config={"model": args.model, "kb": str(args.kb), "device": "cpu"})
         pipe.use(encoder, kb, indexes[kind])
         pipes[label] = pipe
+    return pipes, index, first
 
-    theirs_system = ScispacyCandidates()
+
+def their_linker(kb: KnowledgeBase, result: Dict[str, Any]) -> Tuple[Any, float]:
+    """scispaCy's EntityLinker over its own candidate generator built from ``kb`` (build timed)."""
+    from scispacy.linking import EntityLinker
+
+    system = ScispacyCandidates()
     start = time.perf_counter()
-    theirs_system.prepare(kb)
+    system.prepare(kb)
     build = time.perf_counter() - start
     result["scispacy_index"] = {"seconds": round(build, 1), "names_per_second": round(kb.stats().names / build, 1)}
-    theirs = EntityLinker(candidate_generator=theirs_system._generator, resolve_abbreviations=False,
+    linker = EntityLinker(candidate_generator=system._generator, resolve_abbreviations=False,
                           filter_for_definitions=False)
+    return linker, build
 
-    corpora = []
-    for path in args.corpus:
-        docs = gold_docs(nlp, path, limit=args.limit_docs)
-        mentions = sum(len(d.ents) for d in docs)
-        runs: Dict[str, List[float]] = {label: [] for label in pipes}
-        runs["scispacy"] = []
-        agreement = top1_agreement(pipes, docs)
-        for _ in range(args.repeats):
-            for label, pipe in pipes.items():
-                batch = copies(docs)
-                pipe.linker.clear_cache()
-                runs[label].append(timed(lambda: list(pipe.pipe(iter(batch), batch_size=64))))
+
+def measure_corpus(nlp: spacy.Language, path: Path, pipes: Dict[str, Any], theirs: Any,
+                   args: argparse.Namespace) -> Dict[str, Any]:
+    """Alternating timed runs of every variant and of scispaCy on one corpus: medians, rates and ratios."""
+    docs = gold_docs(nlp, path, limit=args.limit_docs)
+    mentions = sum(len(d.ents) for d in docs)
+    runs: Dict[str, List[float]] = {label: [] for label in pipes}
+    runs["scispacy"] = []
+    agreement = top1_agreement(pipes, docs)
+    for _ in range(args.repeats):
+        for label, pipe in pipes.items():
             batch = copies(docs)
-            runs["scispacy"].append(timed(lambda: [theirs(d) for d in batch]))
-        row: Dict[str, Any] = {"corpus": path.name, "documents": len(docs), "mentions": mentions,
-                               "top1_agreement_with_first": agreement}
-        for system, seconds in runs.items():
-            median = statistics.median(seconds)
-            row[system] = {"seconds": [round(s, 3) for s in seconds], "median_s": round(median, 3),
-                           "mentions_per_s": round(mentions / median, 1), "docs_per_s": round(len(docs) / median, 2)}
-        row["ratio_over_scispacy"] = {label: round(row[label]["mentions_per_s"] / row["scispacy"]["mentions_per_s"], 2)
-                                      for label in pipes}
-        corpora.append(row)
-        logger.info("%s: %s", path.name, json.dumps(row))
-    result["corpora"] = corpora
-    result["peak_rss_mb_both"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+            pipe.linker.clear_cache()
+            runs[label].append(timed(lambda: list(pipe.pipe(iter(batch), batch_size=64))))
+        batch = copies(docs)
+        runs["scispacy"].append(timed(lambda: [theirs(d) for d in batch]))
+    row: Dict[str, Any] = {"corpus": path.name, "documents": len(docs), "mentions": mentions,
+                           "top1_agreement_with_first": agreement}
+    for system, seconds in runs.items():
+        median = statistics.median(seconds)
+        row[system] = {"seconds": [round(s, 3) for s in seconds], "median_s": round(median, 3),
+                       "mentions_per_s": round(mentions / median, 1), "docs_per_s": round(len(docs) / median, 2)}
+    row["ratio_over_scispacy"] = {label: round(row[label]["mentions_per_s"] / row["scispacy"]["mentions_per_s"], 2)
+                                  for label in pipes}
+    logger.info("%s: %s", path.name, json.dumps(row))
+    return row
 
-    print(f"\nKB {kb.name}: {result['kb_names']:,} names; model {args.model}; "
+
+def print_table(result: Dict[str, Any], index: NameIndex, first: Encoder, build: float, pipes: Dict[str, Any]) -> None:
+    """Mentions per second of each system per corpus, with ratios and top-1 agreement."""
+    print(f"\nKB {result['kb']}: {result['kb_names']:,} names; model {result['model']}; "
           f"{result['machine']['cpus']} CPUs, torch threads {result['machine']['torch_threads']}")
     print(f"index build: ours {result['ours_index'].get('seconds', 0):.1f} s "
           f"({result['ours_index'].get('names_per_second', 0):.0f} names/s, {index.kind}, {first.dtype}); "
           f"scispaCy {build:.1f} s ({result['scispacy_index']['names_per_second']:.0f} names/s)")
     systems = list(pipes) + ["scispacy"]
     print(f"{'corpus':<34} {'docs':>5} {'mentions':>8}  " + "  ".join(f"{s:>26}" for s in systems) + "   (mentions/s; ratio)")
-    for row in corpora:
+    for row in result["corpora"]:
         cells = [f"{row[s]['mentions_per_s']:>9.1f}" + (f" ({row['ratio_over_scispacy'][s]:.2f}x)" if s in pipes else "")
                  for s in systems]
         print(f"{row['corpus']:<34} {row['documents']:>5} {row['mentions']:>8}  " + "  ".join(f"{c:>26}" for c in cells))
         print(f"{'':<50}top-1 agreement with {systems[0]}: {row['top1_agreement_with_first']}")
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    nlp = spacy.blank("en")
+    kb = KnowledgeBase.from_jsonl(args.kb)
+    result: Dict[str, Any] = {"kb": kb.name, "kb_names": kb.stats().names, "model": args.model,
+                              "machine": {"cpus": len(os.sched_getaffinity(0)), "python": platform.python_version(),
+                                          "torch_threads": torch.get_num_threads(),
+                                          "cpu_native_bf16": cpu_has_native_bf16()}}
+    pipes, index, first = our_pipes(nlp, kb, args, result)
+    theirs, build = their_linker(kb, result)
+    result["corpora"] = [measure_corpus(nlp, path, pipes, theirs, args) for path in args.corpus]
+    result["peak_rss_mb_both"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    print_table(result, index, first, build, pipes)
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-
-
-def top1_agreement(pipes: Dict[str, Any], docs: List[Doc]) -> Dict[str, float]:
-    """Share of mentions whose top concept matches the first variant's (precision and index kind
-    change speed; this says what they cost in answers)."""
-    tops: Dict[str, List[str]] = {}
-    for label, pipe in pipes.items():
-        pipe.linker.clear_cache()
-        tops[label] = [ent.kb_id_ for doc in pipe.pipe(iter(copies(docs)), batch_size=64) for ent in doc.ents]
-        pipe.linker.clear_cache()
-    reference = next(iter(tops.values()))
-    return {label: round(sum(a == b for a, b in zip(reference, top)) / max(1, len(reference)), 4)
-            for label, top in tops.items()}
 
 
 if __name__ == "__main__":

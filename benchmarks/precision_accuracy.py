@@ -24,15 +24,16 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from spacy_sapbert.encoder import Encoder, cpu_has_native_bf16  # noqa: E402
-from training.baselines import _name_table  # noqa: E402
-from training.evaluate import Loader, query_hits  # noqa: E402
+from spacy_sapbert.kb import KnowledgeBase  # noqa: E402
+from spacy_sapbert.training.evaluation.accuracy import query_hits  # noqa: E402
+from spacy_sapbert.training.evaluation.datasets import EvalSet, Loader  # noqa: E402
 
 logger = logging.getLogger("benchmark")
 SETTINGS = (("float32", "float32"), ("bfloat16", "bfloat16"), ("float32", "bfloat16"))  # (names, queries)
@@ -53,14 +54,66 @@ def timed_encode(encoder: Encoder, texts: List[str]) -> Tuple[np.ndarray, float]
     return vectors, time.perf_counter() - start
 
 
-def main() -> None:
+def name_table(dictionary: KnowledgeBase) -> Tuple[List[str], List[List[str]]]:
+    """Distinct normalised names and, per name, its concepts in dictionary order (the KB's alias table)."""
+    table = [(name, cids) for name, cids in dictionary.alias_to_concepts.items() if name]
+    return [name for name, _ in table], [cids for _, cids in table]
+
+
+def label(setting: Tuple[str, str]) -> str:
+    return "acc@1 names %s / queries %s" % setting
+
+
+def measure_kb(group: Sequence[EvalSet], encoders: Dict[str, Encoder]) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
+    """One dictionary's encoding speed per precision, and each dataset's Acc@1 in each setting."""
+    dictionary = group[0].dictionary
+    names, name_concepts = name_table(dictionary)
+    strings = list(dict.fromkeys(p for s in group for q in s.queries for p in q.parts))
+    name_vectors, query_vectors, speed = {}, {}, {}
+    for precision, encoder in encoders.items():
+        name_vectors[precision], seconds = timed_encode(encoder, names)
+        speed[precision] = round(len(names) / seconds, 1)
+        query_vectors[precision], _ = timed_encode(encoder, strings)
+    logger.info("%s: %d names; names/s %s", dictionary.name, len(names), speed)
+    predicted = {}
+    for name_p, query_p in SETTINGS:
+        rows = top1(name_vectors[name_p], query_vectors[query_p])
+        predicted[(name_p, query_p)] = {s: name_concepts[r][0] for s, r in zip(strings, rows)}
+    datasets = []
+    for eval_set in group:
+        row: Dict[str, Any] = {"dataset": eval_set.name, "kb": dictionary.name, "queries": len(eval_set.queries)}
+        for setting, chosen in predicted.items():
+            hits = [query_hits(q, [[chosen[p]] for p in q.parts], eval_set.dictionary, ks=(1,))[1]
+                    for q in eval_set.queries]
+            row[label(setting)] = round(100 * sum(hits) / len(hits), 2)
+        datasets.append(row)
+        logger.info("%s", json.dumps(row))
+    return {"names": len(names), "names_per_s": speed}, datasets
+
+
+def print_table(result: Dict[str, Any]) -> None:
+    """The Acc@1 of each setting per dataset (adding each row's largest change), then the encoding speeds."""
+    labels = [label(s) for s in SETTINGS]
+    print(f"\nmodel {result['model']}; {result['cpus']} CPUs; native bf16: {result['cpu_native_bf16']}")
+    print(f"{'dataset':<22} {'n':>5} {'fp32/fp32':>10} {'bf16/bf16':>10} {'fp32/bf16':>10} {'max |delta|':>11}")
+    for row in result["datasets"]:
+        values = [row[name] for name in labels]
+        delta = max(abs(v - values[0]) for v in values[1:])
+        row["max_abs_delta"] = round(delta, 2)
+        print(f"{row['dataset']:<22} {row['queries']:>5} " + " ".join(f"{v:>10.2f}" for v in values) + f" {delta:>11.2f}")
+    for kb, info in result["kbs"].items():
+        print(f"encoding {kb} ({info['names']:,} names): " +
+              ", ".join(f"{p} {v:,.0f} names/s" for p, v in info["names_per_s"].items()))
+
+
+def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="sapbert-default")
     parser.add_argument("-d", "--dataset", action="append", required=True)
     parser.add_argument("--assets", type=Path, default=Path("assets"))
     parser.add_argument("--kbs", type=Path, default=Path("kbs"))
     parser.add_argument("--output", type=Path)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
     loader = Loader()
@@ -68,44 +121,13 @@ def main() -> None:
     encoders = {p: Encoder(args.model, device="cpu", dtype=p) for p in ("float32", "bfloat16")}
     result: Dict[str, Any] = {"model": args.model, "cpus": len(os.sched_getaffinity(0)),
                               "cpu_native_bf16": cpu_has_native_bf16(), "kbs": {}, "datasets": []}
-    by_kb: Dict[str, List[Any]] = {}
+    by_kb: Dict[str, List[EvalSet]] = {}
     for eval_set in sets:
         by_kb.setdefault(eval_set.dictionary.fingerprint(), []).append(eval_set)
     for group in by_kb.values():
-        dictionary = group[0].dictionary
-        names, name_concepts = _name_table(dictionary)
-        strings = list(dict.fromkeys(p for s in group for q in s.queries for p in q.parts))
-        name_vectors, query_vectors, speed = {}, {}, {}
-        for precision, encoder in encoders.items():
-            name_vectors[precision], seconds = timed_encode(encoder, names)
-            speed[precision] = round(len(names) / seconds, 1)
-            query_vectors[precision], _ = timed_encode(encoder, strings)
-        result["kbs"][dictionary.name] = {"names": len(names), "names_per_s": speed}
-        logger.info("%s: %d names; names/s %s", dictionary.name, len(names), speed)
-        predicted = {}
-        for name_p, query_p in SETTINGS:
-            rows = top1(name_vectors[name_p], query_vectors[query_p])
-            predicted[(name_p, query_p)] = {s: name_concepts[r][0] for s, r in zip(strings, rows)}
-        for eval_set in group:
-            row: Dict[str, Any] = {"dataset": eval_set.name, "kb": dictionary.name, "queries": len(eval_set.queries)}
-            for setting, chosen in predicted.items():
-                hits = [query_hits(q, [[chosen[p]] for p in q.parts], eval_set.dictionary, ks=(1,))[1]
-                        for q in eval_set.queries]
-                row["acc@1 names %s / queries %s" % setting] = round(100 * sum(hits) / len(hits), 2)
-            result["datasets"].append(row)
-            logger.info("%s", json.dumps(row))
-
-    labels = ["acc@1 names %s / queries %s" % s for s in SETTINGS]
-    print(f"\nmodel {args.model}; {result['cpus']} CPUs; native bf16: {result['cpu_native_bf16']}")
-    print(f"{'dataset':<22} {'n':>5} {'fp32/fp32':>10} {'bf16/bf16':>10} {'fp32/bf16':>10} {'max |delta|':>11}")
-    for row in result["datasets"]:
-        values = [row[label] for label in labels]
-        delta = max(abs(v - values[0]) for v in values[1:])
-        row["max_abs_delta"] = round(delta, 2)
-        print(f"{row['dataset']:<22} {row['queries']:>5} " + " ".join(f"{v:>10.2f}" for v in values) + f" {delta:>11.2f}")
-    for kb, info in result["kbs"].items():
-        print(f"encoding {kb} ({info['names']:,} names): " +
-              ", ".join(f"{p} {v:,.0f} names/s" for p, v in info["names_per_s"].items()))
+        result["kbs"][group[0].dictionary.name], rows = measure_kb(group, encoders)
+        result["datasets"].extend(rows)
+    print_table(result)
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

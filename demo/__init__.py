@@ -1,6 +1,8 @@
-"""Gradio demo of spacy-sapbert: ``python -m demo`` or ``sapbert demo``.
+"""Gradio demo of spacy-sapbert: ``python -m spacy_sapbert.demo`` or ``sapbert demo`` (one command, cli.py).
 
-resources.py loads a pipeline (or builds one from a model and a KB), logic.py computes every
-view as plain data, plots.py draws the figures, app.py lays out the page; nothing in
-``spacy_sapbert`` imports this package.
+options.py holds what a user chooses, server.py starts it all, resources.py loads a pipeline (or
+builds one from a model and a KB); inputs.py checks what the page sends, logic.py (Link text),
+neighbours.py (Neighbours, Compare) and projection.py (the PCA picture) compute every view as plain
+data over spaces.py's embedding spaces, plots.py draws the figures, app.py lays out the page and
+guard.py keeps tracebacks out of it; nothing in ``spacy_sapbert`` imports this package.
 """

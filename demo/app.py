@@ -1,27 +1,33 @@
-"""The Gradio page: layout and event wiring only; what it shows comes from :mod:`demo.logic`.
+"""The Gradio page: layout and event wiring only; what it shows comes from :mod:`demo.logic`
+(Link text), :mod:`demo.neighbours` (Neighbours, Compare) and :mod:`demo.projection` (the PCA
+picture).
 
-Every handler goes through :func:`_guarded`, so that bad input becomes a sentence in the page
-and an unexpected error becomes a short note (the traceback goes to the server log, never to
-the browser).
+Every handler goes through :func:`demo.guard.guarded`, so that bad input becomes a sentence in
+the page and an unexpected error becomes a short note (the traceback goes to the server log,
+never to the browser).
 """
 from __future__ import annotations
 
-import functools
 import logging
-from typing import Any, Callable, List, Sequence, Tuple
+from typing import Any, List, Sequence, Tuple
 
 import gradio as gr
 import pandas as pd
 
 from . import logic
 from .examples import EXAMPLE_ABSTRACTS, EXAMPLE_LABELS, EXAMPLE_QUERIES
-from .logic import DemoInputError, EmbeddingSpace
+from .guard import guarded, warning
+from .inputs import MAX_K, MAX_QUERY_CHARS, MAX_TEXT_CHARS
+from .neighbours import (COMPACT_NEIGHBOUR_COLUMNS, NEIGHBOUR_COLUMNS, compact_neighbour_rows, compare_neighbours,
+                         nearest_names, neighbour_rows)
+from .options import DEFAULT_HOST
 from .plots import neighbour_bar_figure, projection_figure
+from .projection import neighbourhood_projection
 from .resources import DemoResources
+from .spaces import EmbeddingSpace
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_HOST = "127.0.0.1"
 TEXT_K_MAX = 10
 DEFAULT_TEXT_K = 3
 DEFAULT_NEIGHBOURS = 10
@@ -44,34 +50,6 @@ def _theme() -> gr.themes.Base:
 
 def _frame(rows: Sequence[Sequence[Any]], columns: Sequence[str]) -> pd.DataFrame:
     return pd.DataFrame([list(r) for r in rows], columns=list(columns))
-
-
-def _warning(text: str) -> str:
-    return f"⚠️ {text}"
-
-
-Handler = Callable[..., Tuple[Any, ...]]
-
-
-def _guarded(empty: Callable[[], Tuple[Any, ...]]) -> Callable[[Handler], Handler]:
-    """Wrap a handler whose first output is the status line: input errors are shown as they
-    are, anything else is logged with its traceback and reported in one sentence."""
-
-    def wrap(handler: Handler) -> Handler:
-        @functools.wraps(handler)
-        def run(*args: Any) -> Tuple[Any, ...]:
-            try:
-                return handler(*args)
-            except DemoInputError as err:
-                return (_warning(err.problem),) + empty()
-            except Exception as err:  # the page must never show a traceback
-                logger.exception("demo handler %s failed", handler.__name__)
-                return (_warning(f"Something went wrong ({type(err).__name__}); the details are in the "
-                                 "server log."),) + empty()
-
-        return run
-
-    return wrap
 
 
 def _header(resources: DemoResources) -> str:
@@ -125,13 +103,13 @@ def build_app(resources: DemoResources) -> gr.Blocks:
                 with gr.Tab("Compare", id="compare"):
                     _compare_tab(spaces[:2])
             with gr.Tab("How it works", id="about"):
-                gr.Markdown(HOW_TO.format(ner=resources.ner_source, max_chars=logic.MAX_TEXT_CHARS,
-                                          max_k=logic.MAX_K))
+                gr.Markdown(HOW_TO.format(ner=resources.ner_source, max_chars=MAX_TEXT_CHARS,
+                                          max_k=MAX_K))
     return app
 
 
 def _link_tab(resources: DemoResources) -> None:
-    text = gr.Textbox(label="Text", lines=6, max_lines=14, max_length=logic.MAX_TEXT_CHARS,
+    text = gr.Textbox(label="Text", lines=6, max_lines=14, max_length=MAX_TEXT_CHARS,
                       placeholder="Paste a biomedical abstract, or pick an example below …", elem_id="link-text")
     gr.Examples(EXAMPLE_ABSTRACTS, inputs=[text], example_labels=EXAMPLE_LABELS, label="Example abstracts")
     with gr.Row():
@@ -152,7 +130,7 @@ def _link_tab(resources: DemoResources) -> None:
     def empty() -> Tuple[Any, ...]:
         return (gr.HighlightedText(value=None), _frame([], logic.MENTION_COLUMNS), _frame([], ABBREVIATION_COLUMNS))
 
-    @_guarded(empty)
+    @guarded(empty)
     def on_link(text_value: str, threshold_value: float, k_value: float) -> Tuple[Any, ...]:
         linked = logic.link_text(resources.nlp, text_value, threshold_value, int(k_value), resources.kb,
                                  resources.linker_name)
@@ -169,14 +147,14 @@ def _link_tab(resources: DemoResources) -> None:
 
 
 def _neighbour_outputs(space: EmbeddingSpace, query: str, k: int) -> Tuple[str, pd.DataFrame, Any, Any]:
-    neighbours = logic.nearest_names(space, query, k)
+    neighbours = nearest_names(space, query, k)
     if not neighbours:
-        return (_warning("The index returned no names."), _frame([], logic.NEIGHBOUR_COLUMNS), None, None)
-    projection = logic.neighbourhood_projection(space, query, neighbours)
+        return (warning("The index returned no names."), _frame([], NEIGHBOUR_COLUMNS), None, None)
+    projection = neighbourhood_projection(space, query, neighbours)
     top = neighbours[0]
     status = (f"Closest name to “{query.strip()}”: **{top.name}** → {top.concept_id} {top.canonical_name} "
               f"(cosine {top.score:.3f}).")
-    return (status, _frame(logic.neighbour_rows(neighbours), logic.NEIGHBOUR_COLUMNS),
+    return (status, _frame(neighbour_rows(neighbours), NEIGHBOUR_COLUMNS),
             neighbour_bar_figure(neighbours, title=f"Cosine similarity in {space.label} (colour: concept)"),
             projection_figure(projection, title=f"“{query.strip()}” among its neighbours' concepts (PCA)"))
 
@@ -184,13 +162,13 @@ def _neighbour_outputs(space: EmbeddingSpace, query: str, k: int) -> Tuple[str, 
 def _neighbour_tab(space: EmbeddingSpace) -> None:
     with gr.Row():
         query = gr.Textbox(label="Name", placeholder="e.g. HCQ, Plaquenil, heart attack", scale=3,
-                           max_length=logic.MAX_QUERY_CHARS, elem_id="nb-query")
-        k = gr.Slider(1, logic.MAX_K, value=DEFAULT_NEIGHBOURS, step=1, label="Neighbours (k)", scale=2,
+                           max_length=MAX_QUERY_CHARS, elem_id="nb-query")
+        k = gr.Slider(1, MAX_K, value=DEFAULT_NEIGHBOURS, step=1, label="Neighbours (k)", scale=2,
                       elem_id="nb-k")
     gr.Examples(EXAMPLE_QUERIES, inputs=[query], label="Try")
     button = gr.Button("Find neighbours", variant="primary", elem_id="nb-button")
     status = gr.Markdown(elem_id="nb-status")
-    table = gr.Dataframe(headers=logic.NEIGHBOUR_COLUMNS, label="Nearest KB names", interactive=False,
+    table = gr.Dataframe(headers=NEIGHBOUR_COLUMNS, label="Nearest KB names", interactive=False,
                          elem_id="nb-table")
     with gr.Row():
         bars = gr.Plot(label="Cosine similarity (colour: concept)", show_label=False, format="png",
@@ -198,9 +176,9 @@ def _neighbour_tab(space: EmbeddingSpace) -> None:
         scatter = gr.Plot(label="2-D projection", show_label=False, format="png", elem_id="nb-projection")
 
     def empty() -> Tuple[Any, ...]:
-        return (_frame([], logic.NEIGHBOUR_COLUMNS), None, None)
+        return (_frame([], NEIGHBOUR_COLUMNS), None, None)
 
-    @_guarded(empty)
+    @guarded(empty)
     def on_search(query_value: str, k_value: float) -> Tuple[Any, ...]:
         return _neighbour_outputs(space, query_value, int(k_value))
 
@@ -213,8 +191,8 @@ def _compare_tab(spaces: Sequence[EmbeddingSpace]) -> None:
                 "what self-alignment changed.")
     with gr.Row():
         query = gr.Textbox(label="Name", placeholder="e.g. HCQ, heart attack", scale=3,
-                           max_length=logic.MAX_QUERY_CHARS, elem_id="cmp-query")
-        k = gr.Slider(1, logic.MAX_K, value=DEFAULT_NEIGHBOURS, step=1, label="Neighbours (k)", scale=2,
+                           max_length=MAX_QUERY_CHARS, elem_id="cmp-query")
+        k = gr.Slider(1, MAX_K, value=DEFAULT_NEIGHBOURS, step=1, label="Neighbours (k)", scale=2,
                       elem_id="cmp-k")
     gr.Examples(EXAMPLE_QUERIES, inputs=[query], label="Try")
     button = gr.Button("Compare", variant="primary", elem_id="cmp-button")
@@ -224,22 +202,22 @@ def _compare_tab(spaces: Sequence[EmbeddingSpace]) -> None:
         for i, space in enumerate(spaces):
             with gr.Column():
                 gr.Markdown(f"### {space.label}")
-                outputs.append(gr.Dataframe(headers=logic.COMPACT_NEIGHBOUR_COLUMNS, interactive=False, wrap=True,
+                outputs.append(gr.Dataframe(headers=COMPACT_NEIGHBOUR_COLUMNS, interactive=False, wrap=True,
                                             column_widths=["9%", "36%", "41%", "14%"], label="Nearest KB names",
                                             elem_id=f"cmp-table-{i}"))
                 outputs.append(gr.Plot(label="2-D projection", show_label=False, format="png",
                                        elem_id=f"cmp-projection-{i}"))
 
     def empty() -> Tuple[Any, ...]:
-        return tuple(x for _ in spaces for x in (_frame([], logic.COMPACT_NEIGHBOUR_COLUMNS), None))
+        return tuple(x for _ in spaces for x in (_frame([], COMPACT_NEIGHBOUR_COLUMNS), None))
 
-    @_guarded(empty)
+    @guarded(empty)
     def on_compare(query_value: str, k_value: float) -> Tuple[Any, ...]:
-        comparison = logic.compare_neighbours(spaces, query_value, int(k_value))
+        comparison = compare_neighbours(spaces, query_value, int(k_value))
         out: List[Any] = [comparison.summary()]
         for space, (_, neighbours) in zip(spaces, comparison.results):
-            projection = logic.neighbourhood_projection(space, query_value, neighbours)
-            out.append(_frame(logic.compact_neighbour_rows(neighbours), logic.COMPACT_NEIGHBOUR_COLUMNS))
+            projection = neighbourhood_projection(space, query_value, neighbours)
+            out.append(_frame(compact_neighbour_rows(neighbours), COMPACT_NEIGHBOUR_COLUMNS))
             out.append(projection_figure(projection, title=f"{space.label}: “{query_value.strip()}” (PCA)"))
         return tuple(out)
 

@@ -1,9 +1,11 @@
-"""A dictionary matcher over a KB's names: the demo's stand-in for the NER model.
+"""A dictionary matcher over a KB's names: how the demo finds mentions in a pipeline without NER.
 
-The project's NER model is trained separately; until a pipeline with one is given to the
-demo, mentions are found by exact (case-insensitive) matching of the KB's names, so a user
-can still try the linker on free text. The UI says so: this finds only names that are in the
-KB verbatim, which is the one thing the embedding linker does not need.
+The embedded default pipeline has its own NER model, but the demo also serves pipelines that
+have none: one it builds from ``--model`` and ``--kb`` without ``--ner``, or a saved pipeline
+with only the linker. There, mentions are found by exact (case-insensitive) matching of the
+KB's names, so a user can still try the linker on free text. The UI says so, and how to get
+a NER: this finds only names that are in the KB verbatim, which is the one thing the
+embedding linker does not need.
 
 Why a custom component instead of spaCy's ``entity_ruler``: a KB has hundreds of thousands of
 names, and the rules differ by kind of name — acronyms (``HCQ``, ``MI``, ``ALL``) must match

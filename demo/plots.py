@@ -6,7 +6,8 @@ from typing import Dict, Optional, Sequence
 
 from matplotlib.figure import Figure
 
-from .logic import Neighbour, Projection
+from .neighbours import Neighbour
+from .projection import Projection
 
 CONCEPT_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
 MAX_LABEL_CHARS = 28
@@ -18,7 +19,7 @@ def _short(text: str) -> str:
 
 def projection_figure(projection: Projection, title: str = "", width: float = 7.0,
                       height: float = 6.5) -> Figure:
-    """Scatter of a :class:`~demo.logic.Projection`: one colour per concept, the query as a black
+    """Scatter of a :class:`~demo.projection.Projection`: one colour per concept, the query as a black
     star, the top-k neighbours as filled circles and the concepts' other names as rings."""
     fig = Figure(figsize=(width, height), dpi=100)
     ax = fig.add_subplot(1, 1, 1)

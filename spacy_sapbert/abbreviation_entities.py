@@ -7,15 +7,50 @@ A NER model without pretrained vectors misses many short forms it never saw in t
 long form, replacing predictions that overlap it. It is the usual post-processing of BC5CDR
 systems, and it lives in the runtime package so that a packaged NER pipeline that lists it
 loads with only spacy-sapbert installed (``spacy_factories`` entry point).
+
+:func:`abbreviation_pairs` is the one reader of what the detector leaves in
+``doc._.abbreviations`` for the rest of the package (the linker, the annotate records, the demo).
 """
 from __future__ import annotations
 
 import warnings
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from spacy.language import Language
 from spacy.tokens import Doc, Span
 from spacy.util import filter_spans
+
+
+def abbreviation_pairs(doc: Doc) -> List[Tuple[Span, str]]:
+    """(short form, long form text) for each abbreviation scispaCy's AbbreviationDetector found
+    in ``doc``, in its order; ``[]`` when no detector ran.
+
+    The detector leaves two shapes, and every reader needs both: spans whose
+    ``span._.long_form`` is a span (or a string, once made serialisable), and the dicts of
+    ``AbbreviationDetector(make_serializable=True)`` (token offsets; the short form is rebuilt
+    as a span of ``doc``). Entries without a usable long form are left out.
+    """
+    if not Doc.has_extension("abbreviations"):
+        return []
+    pairs: List[Tuple[Span, str]] = []
+    for found in doc._.abbreviations or []:
+        if isinstance(found, Span):
+            short: Optional[Span] = found
+            long_form: Any = found._.long_form if Span.has_extension("long_form") else None
+        elif isinstance(found, dict):
+            short = _token_span(doc, found.get("short_start"), found.get("short_end"))
+            long_form = found.get("long_text")
+        else:
+            continue
+        long_text = long_form.text if isinstance(long_form, Span) else long_form
+        if short is not None and isinstance(long_text, str) and long_text.strip() and short.text:
+            pairs.append((short, long_text))
+    return pairs
+
+
+def _token_span(doc: Doc, start: Any, end: Any) -> Optional[Span]:
+    valid = isinstance(start, int) and isinstance(end, int) and 0 <= start < end <= len(doc)
+    return doc[start:end] if valid else None
 
 
 @Language.factory("abbreviation_entities", default_config={"labels": None},

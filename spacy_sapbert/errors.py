@@ -1,8 +1,10 @@
 """Errors that point at the user's input: the file, the line and the field."""
 from __future__ import annotations
 
+import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional, Union
+from typing import Iterator, Optional, Union
 
 
 class InputError(ValueError):
@@ -24,3 +26,15 @@ class InputError(ValueError):
             where += f":{line}"
         what = f"field {field!r}: " if field else ""
         super().__init__(f"{where}: {what}{problem}")
+
+
+@contextmanager
+def exit_on_input_error(code: int = 2) -> Iterator[None]:
+    """For command-line entry points: an :class:`InputError` becomes one ``error: …`` line on
+    stderr and exit ``code`` (2, as for a usage error), instead of a traceback. The one place
+    that maps input errors to an exit code, for every ``sapbert`` command."""
+    try:
+        yield
+    except InputError as err:
+        sys.stderr.write(f"error: {err}\n")
+        raise SystemExit(code) from err

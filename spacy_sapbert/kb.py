@@ -1,14 +1,9 @@
-"""Concepts and knowledge bases, in scispaCy's JSONL schema.
+"""KnowledgeBase: the concepts a linker links to, found by ID (any of a concept's equivalent
+IDs) and by normalised name.
 
-A KB file is one JSON object per line with the fields of scispaCy's ``Entity``:
-``concept_id``, ``canonical_name``, ``aliases``, ``types``, ``definition``. A file we
-write (plain ``.jsonl``) loads in ``scispacy.linking_utils.KnowledgeBase`` and a
-scispaCy KB file loads here; ``.gz`` is supported on both read and write.
-
-A ``concept_id`` may hold several equivalent identifiers joined by ``|`` (MEDIC
-concepts that carry both a MeSH and an OMIM ID, concepts merged across vocabularies);
-the first one is the primary ID and :meth:`KnowledgeBase.resolve` finds the concept
-by any of them, or by the whole joined string (what ``span.kb_id_`` holds).
+A concept is a :class:`~spacy_sapbert.concept.Concept` (scispaCy's ``Entity``); KB files are
+scispaCy's JSONL (:mod:`spacy_sapbert.kb_files`). :meth:`KnowledgeBase.resolve` finds a
+concept by any of its ``|``-joined IDs, or by the whole joined string (what ``span.kb_id_`` holds).
 
 A KB file holds one record per concept: a ``concept_id`` that appears twice is an error
 naming both lines, since a silent merge would hide a broken export. Building a KB in
@@ -17,79 +12,23 @@ code merges records of one concept on purpose, and counts them
 """
 from __future__ import annotations
 
-import gzip
 import hashlib
-import io
 import json
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, Union
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
-from .atomic import atomic_open
+from .concept import ID_SEPARATOR, Concept, id_problem, merge_concepts, ordered_union
 from .errors import InputError
+from .kb_files import KB_FIELDS, kb_name_of, read_concepts, write_jsonl
 from .normalize import normalize
 
 logger = logging.getLogger(__name__)
 
 PathLike = Union[str, Path]
-ID_SEPARATOR = "|"
 MAX_PAIRS_PER_CONCEPT = 50
-KB_FIELDS = ("concept_id", "canonical_name", "aliases", "types", "definition")
-
-
-class Concept(NamedTuple):
-    """One KB concept; field for field scispaCy's ``linking_utils.Entity``."""
-
-    concept_id: str
-    canonical_name: str
-    aliases: List[str] = []
-    types: List[str] = []
-    definition: Optional[str] = None
-
-    @property
-    def ids(self) -> Tuple[str, ...]:
-        """Every identifier of the concept, the primary one first."""
-        return tuple(self.concept_id.split(ID_SEPARATOR))
-
-    @property
-    def names(self) -> List[str]:
-        """Canonical name then aliases, without exact duplicates."""
-        return _ordered_union([self.canonical_name], self.aliases)
-
-    def to_dict(self) -> Dict[str, object]:
-        return {
-            "concept_id": self.concept_id,
-            "canonical_name": self.canonical_name,
-            "aliases": list(self.aliases),
-            "types": list(self.types),
-            "definition": self.definition,
-        }
-
-
-def _ordered_union(*lists: Iterable[str]) -> List[str]:
-    seen = set()
-    out = []
-    for values in lists:
-        for value in values:
-            if value and value not in seen:
-                seen.add(value)
-                out.append(value)
-    return out
-
-
-def merge_concepts(first: Concept, second: Concept) -> Concept:
-    """Merge two records of one concept deterministically: the first record's canonical
-    name and definition win, aliases and types are unioned in order of appearance."""
-    aliases = [a for a in _ordered_union(first.aliases, [second.canonical_name], second.aliases) if a != first.canonical_name]
-    return Concept(
-        concept_id=first.concept_id,
-        canonical_name=first.canonical_name,
-        aliases=aliases,
-        types=_ordered_union(first.types, second.types),
-        definition=first.definition or second.definition,
-    )
 
 
 def pair_count(n_names: int) -> int:
@@ -135,7 +74,7 @@ class KnowledgeBase:
     # -- building -----------------------------------------------------------------
     def add(self, concept: Concept) -> None:
         """Add ``concept``, merging it into an existing concept with the same ``concept_id``."""
-        problem = _id_problem(concept.concept_id)
+        problem = id_problem(concept.concept_id)
         if problem is not None:
             raise ValueError(f"concept_id {problem}: {concept!r}")
         if not isinstance(concept.canonical_name, str) or not concept.canonical_name.strip():
@@ -145,8 +84,8 @@ class KnowledgeBase:
             concept = Concept(
                 concept.concept_id,
                 concept.canonical_name,
-                [a for a in _ordered_union(concept.aliases) if a != concept.canonical_name],
-                _ordered_union(concept.types),
+                [a for a in ordered_union(concept.aliases) if a != concept.canonical_name],
+                ordered_union(concept.types),
                 concept.definition or None,
             )
         else:
@@ -216,13 +155,9 @@ class KnowledgeBase:
             self._alias_index = dict(index)
         return self._alias_index
 
-    def lookup(self, name: str) -> List[str]:
-        """Concept IDs that have ``name`` (after normalisation) as a name."""
-        return list(self.alias_to_concepts.get(normalize(name), []))
-
     @staticmethod
     def normalized_names(concept: Concept) -> List[str]:
-        return _ordered_union(normalize(n) for n in concept.names)
+        return ordered_union(normalize(n) for n in concept.names)
 
     def name_concept_pairs(self) -> Iterator[Tuple[str, str]]:
         """Every distinct (normalised name, concept ID), in KB order: what an index encodes."""
@@ -254,23 +189,9 @@ class KnowledgeBase:
 
     # -- files ----------------------------------------------------------------------
     def to_jsonl(self, path: PathLike) -> Path:
-        """Write scispaCy's JSONL (gzip-compressed when the name ends in ``.gz``).
-
-        Atomically (:func:`~spacy_sapbert.atomic.atomic_open`): a crash leaves the old file
-        or the complete new one, never a shorter KB that still loads.
-        """
-        path = Path(path)
-        with atomic_open(path, "wb") as raw:
-            # gzip with mtime 0: the same KB gives the same bytes (a shipped KB does not change in git on a rebuild)
-            stream = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if path.suffix == ".gz" else raw
-            out = io.TextIOWrapper(stream, encoding="utf-8", newline="\n")
-            for concept in self._concepts.values():
-                out.write(json.dumps(concept.to_dict(), ensure_ascii=False) + "\n")
-            out.flush()
-            out.detach()  # leaves ``raw`` open: atomic_open syncs and closes it
-            if stream is not raw:
-                stream.close()  # the gzip trailer (CRC and length); a GzipFile on a fileobj does not close it
-        return path
+        """Write scispaCy's JSONL (gzip-compressed when the name ends in ``.gz``), atomically:
+        a crash leaves the old file or the complete new one (:func:`~spacy_sapbert.kb_files.write_jsonl`)."""
+        return write_jsonl(self._concepts.values(), path)
 
     @classmethod
     def from_jsonl(cls, path: PathLike, name: Optional[str] = None) -> "KnowledgeBase":
@@ -278,10 +199,9 @@ class KnowledgeBase:
         path = Path(path)
         if not path.is_file():
             raise InputError("knowledge base file not found", path)
-        kb = cls(name=name if name is not None else _stem(path))
+        kb = cls(name=name if name is not None else kb_name_of(path))
         first_line: Dict[str, int] = {}
-        for line_no, record in _read_records(path):
-            concept = _concept_from_record(record, path, line_no)
+        for line_no, concept in read_concepts(path):
             first = first_line.setdefault(concept.concept_id, line_no)
             if first != line_no:
                 raise InputError(f"duplicate concept_id {concept.concept_id!r} (first at line {first}); a KB file "
@@ -289,22 +209,6 @@ class KnowledgeBase:
                                  path, line_no, "concept_id")
             kb.add(concept)
         return kb
-
-    # alias kept for symmetry with to_jsonl/from_jsonl
-    load = from_jsonl
-    save = to_jsonl
-
-
-def _id_problem(concept_id: object) -> Optional[str]:
-    """Why ``concept_id`` is no usable ID, or None: every ``|``-joined part must be a non-empty
-    string without surrounding spaces, or resolve() could never find it."""
-    if not isinstance(concept_id, str) or not concept_id.strip():
-        return "missing or not a non-empty string"
-    parts = concept_id.split(ID_SEPARATOR)
-    if any(not part or part != part.strip() for part in parts):
-        return (f"{concept_id!r} has an empty or space-padded ID between its '{ID_SEPARATOR}' separators "
-                f"(IDs are joined as 'D012174{ID_SEPARATOR}OMIM:268000')")
-    return None
 
 
 def _canonical_id(cid: str) -> Optional[str]:
@@ -317,64 +221,5 @@ def _canonical_id(cid: str) -> Optional[str]:
         return None
 
 
-def _stem(path: Path) -> str:
-    name = path.name
-    for suffix in (".gz", ".jsonl", ".json"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
-    return name
-
-
-def _read_records(path: Path) -> Iterator[Tuple[int, object]]:
-    raw = path.read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as err:
-            raise InputError(f"corrupt gzip data ({err})", path) from err
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
-        raise InputError(f"not UTF-8 text (byte {err.start})", path, line) from err
-    name = path.name[:-3] if path.name.endswith(".gz") else path.name
-    if name.endswith(".json") and text.lstrip().startswith("["):
-        try:
-            records = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise InputError(f"invalid JSON: {err.msg}", path, err.lineno) from err
-        for i, record in enumerate(records, 1):
-            yield i, record
-        return
-    for line_no, line in enumerate(io.StringIO(text), 1):
-        if not line.strip():
-            continue
-        try:
-            yield line_no, json.loads(line)
-        except json.JSONDecodeError as err:
-            raise InputError(f"invalid JSON: {err.msg} (column {err.colno})", path, line_no) from err
-
-
-def _concept_from_record(record: object, path: Path, line: int) -> Concept:
-    if not isinstance(record, dict):
-        raise InputError("expected a JSON object", path, line)
-    unknown = set(record) - set(KB_FIELDS)
-    if unknown:
-        raise InputError(f"unknown field(s) {sorted(unknown)}; scispaCy's schema has {list(KB_FIELDS)}", path, line)
-    problem = _id_problem(record.get("concept_id"))
-    if problem is not None:
-        raise InputError(problem, path, line, "concept_id")
-    name = record.get("canonical_name")
-    if not isinstance(name, str) or not name.strip():
-        raise InputError("missing or not a non-empty string", path, line, "canonical_name")
-    for field in ("aliases", "types"):
-        value = record.get(field, [])
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise InputError("must be a list of strings", path, line, field)
-    definition = record.get("definition")
-    if definition is not None and not isinstance(definition, str):
-        raise InputError("must be a string or null", path, line, "definition")
-    return Concept(
-        record["concept_id"], record["canonical_name"], list(record.get("aliases", [])),
-        list(record.get("types", [])), definition,
-    )
+__all__ = ["Concept", "ID_SEPARATOR", "KB_FIELDS", "KBStats", "KnowledgeBase", "MAX_PAIRS_PER_CONCEPT", "merge_concepts",
+           "pair_count"]

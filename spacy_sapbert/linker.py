@@ -12,69 +12,91 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .encoder import Encoder
 from .errors import InputError
 from .index import NameIndex
 from .kb import KnowledgeBase
 from .normalize import normalize
+from .settings import DEFAULT_CACHE_SIZE, DEFAULT_K, DEFAULT_MAX_ENTITIES, LinkerSettings
 
 logger = logging.getLogger(__name__)
 
 Candidates = List[Tuple[str, float]]
-DEFAULT_K = 25
-DEFAULT_MAX_ENTITIES = 5
-DEFAULT_CACHE_SIZE = 10_000
+__all__ = ["Linker", "Candidates", "DEFAULT_K", "DEFAULT_MAX_ENTITIES", "DEFAULT_CACHE_SIZE"]
 
 
 class Linker:
-    """Links mention strings to concepts of ``kb`` through ``index`` (built when not given)."""
+    """Links mention strings to concepts of ``kb`` through ``index`` (built when not given).
 
-    def __init__(
-        self,
-        encoder: Encoder,
-        kb: KnowledgeBase,
-        index: Optional[NameIndex] = None,
-        k: int = DEFAULT_K,
-        threshold: Optional[float] = None,
-        max_entities_per_mention: int = DEFAULT_MAX_ENTITIES,
-        cache_size: int = DEFAULT_CACHE_SIZE,
-        show_progress: bool = True,
-    ) -> None:
+    What it returns is set by its :class:`~spacy_sapbert.settings.LinkerSettings` (``k``,
+    ``threshold``, ``max_entities_per_mention``, ``cache_size``): ``settings``, with
+    ``changes`` (keyword arguments named like its fields) applied. A ``sapbert_linker`` pipe
+    hands its linker its own settings and reads them back from it, so the two cannot disagree.
+    """
+
+    def __init__(self, encoder: Encoder, kb: KnowledgeBase, index: Optional[NameIndex] = None, *,
+                 settings: Optional[LinkerSettings] = None, show_progress: bool = True, **changes: Any) -> None:
+        settings = settings or LinkerSettings()
+        self._settings = settings.replace("Linker", **changes) if changes else settings
         if index is None:
             index = NameIndex.build(kb, encoder, show_progress=show_progress)
         else:
             index.check(encoder, kb)
-        if max_entities_per_mention < 1:
-            raise InputError(f"max_entities_per_mention must be positive, got {max_entities_per_mention}",
-                             field="max_entities_per_mention")
-        if cache_size < 0:
-            raise InputError(f"cache_size must be >= 0, got {cache_size}", field="cache_size")
         self.encoder = encoder
         self.kb = kb
         self.index = index
-        self.threshold = threshold
-        self.max_entities_per_mention = int(max_entities_per_mention)
-        self.cache_size = int(cache_size)
         self._cache: "OrderedDict[str, Tuple[Tuple[str, float], ...]]" = OrderedDict()
         self.hits = 0
         self.misses = 0
-        self._k = 0
-        self.k = k
+
+    # -- settings -----------------------------------------------------------------
+    @property
+    def settings(self) -> LinkerSettings:
+        """What this linker follows. Assigning new settings is the one way they change: the
+        properties below do it, and a pipe that owns the linker does it."""
+        return self._settings
+
+    @settings.setter
+    def settings(self, settings: LinkerSettings) -> None:
+        # a different k changes the candidates: drop them; a smaller cache drops its oldest entries
+        if settings.k != self._settings.k:
+            self.clear_cache()
+        self._settings = settings
+        while len(self._cache) > settings.cache_size:
+            self._cache.popitem(last=False)
 
     @property
     def k(self) -> int:
         """Names retrieved per mention before they are grouped by concept."""
-        return self._k
+        return self._settings.k
 
     @k.setter
     def k(self, value: int) -> None:
-        if not isinstance(value, int) or value < 1:
-            raise InputError(f"k must be a positive integer, got {value!r}", field="k")
-        if value != self._k:
-            self._k = value
-            self.clear_cache()
+        self.settings = self._settings.replace("Linker", k=value)
+
+    @property
+    def threshold(self) -> Optional[float]:
+        """Lowest score a concept may have, or None."""
+        return self._settings.threshold
+
+    @threshold.setter
+    def threshold(self, value: Optional[float]) -> None:
+        self.settings = self._settings.replace("Linker", threshold=value)
+
+    @property
+    def max_entities_per_mention(self) -> int:
+        return self._settings.max_entities_per_mention
+
+    @max_entities_per_mention.setter
+    def max_entities_per_mention(self, value: int) -> None:
+        self.settings = self._settings.replace("Linker", max_entities_per_mention=value)
+
+    @property
+    def cache_size(self) -> int:
+        """Distinct mentions whose candidates are kept across calls (0: none)."""
+        return self._settings.cache_size
 
     # -- linking ------------------------------------------------------------------
     def link(self, mentions: Sequence[str]) -> List[Candidates]:

@@ -30,7 +30,7 @@ def run_killed(setup: str, write: str, delay: float, cwd: Path, timeout: float =
     Returns the child's exit code if it finished before the kill, else None.
     """
     code = textwrap.dedent(setup) + PRELUDE + textwrap.dedent(write)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")]))
     child = subprocess.Popen([sys.executable, "-c", code], cwd=cwd, env=env, stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

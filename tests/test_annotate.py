@@ -16,8 +16,8 @@ from spacy_sapbert.annotate import ResumableJsonl, annotate, read_records
 from spacy_sapbert.annotate.readers import Malformed, Record
 from spacy_sapbert.errors import InputError
 
-from linker_fixtures import write_small_kb
-from test_component import make_nlp
+from tests.linker_fixtures import write_small_kb
+from tests.test_component import make_nlp
 
 TEXTS = [
     "Plaquenil (hydroxychloroquine) was stopped after a heart attack.",
@@ -161,9 +161,9 @@ def test_killed_run_resumes_without_duplicates_or_gaps(tiny_bert, tmp_path):
     script = tmp_path / "run.py"
     script.write_text(textwrap.dedent(f"""
         import sys, time
-        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        sys.path.insert(0, {os.path.dirname(os.path.dirname(__file__))!r})
         from spacy.language import Language
-        from test_component import make_nlp
+        from tests.test_component import make_nlp
         from spacy_sapbert.annotate import annotate
 
         @Language.component("slow")

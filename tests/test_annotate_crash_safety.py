@@ -14,8 +14,8 @@ import pytest
 
 from spacy_sapbert.annotate.identity import sidecar_path
 
-from fault_injection import kill_many, run_killed
-from linker_fixtures import write_small_kb
+from tests.fault_injection import kill_many, run_killed
+from tests.linker_fixtures import write_small_kb
 
 TEXTS = ["Plaquenil was stopped after a heart attack.", "Renal failure and kidney failure.", "Nothing.",
          "MS or a breast tumour? Diabetes."]
@@ -32,12 +32,12 @@ def child(tiny_bert, tmp_path):
     setup = f"""
         import sys, time
         from spacy.language import Language
-        from test_component import make_nlp
+        from tests.test_component import make_nlp
         from spacy_sapbert.annotate import annotate
 
         @Language.component("slow")
         def slow(doc):
-            time.sleep(0.004)
+            time.sleep(0.02)
             return doc
 
         nlp = make_nlp({str(tiny_bert)!r}, {str(kb)!r})

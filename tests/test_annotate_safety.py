@@ -20,8 +20,8 @@ from spacy_sapbert.annotate import annotate, preflight, process
 from spacy_sapbert.annotate.identity import sidecar_path
 from spacy_sapbert.errors import InputError
 
-from linker_fixtures import write_small_kb
-from test_component import make_nlp
+from tests.linker_fixtures import write_small_kb
+from tests.test_component import make_nlp
 
 TEXTS = [
     "Plaquenil (hydroxychloroquine) was stopped after a heart attack.",
@@ -243,9 +243,9 @@ def test_nlp_pipe_n_process_after_torch_has_run_does_not_hang(tiny_bert, kb, tmp
     """The parent ran torch (its OpenMP pool is up), then forks: the children used to wait forever."""
     script = textwrap.dedent(f"""
         import sys, torch
-        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        sys.path.insert(0, {str(Path(__file__).parent.parent)!r})
         from spacy.language import Language
-        from test_component import make_nlp
+        from tests.test_component import make_nlp
 
         @Language.component("torch_work")
         def torch_work(doc):

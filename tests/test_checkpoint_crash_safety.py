@@ -19,17 +19,16 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from training import checkpoint as ckpt
+from spacy_sapbert.training.selfalign import checkpoint as ckpt
 
-from fault_injection import kill_many
+from tests.fault_injection import kill_many
 
 REPO = Path(__file__).resolve().parent.parent
-TESTS = Path(__file__).resolve().parent
 
 # A tiny "model" and optimiser, and a helper that saves a checkpoint the way the trainer does.
 SAVE_HELPERS = """
 import torch
-from training import checkpoint as ckpt
+from spacy_sapbert.training.selfalign import checkpoint as ckpt
 
 def make(seed):
     torch.manual_seed(seed)
@@ -74,7 +73,7 @@ def _helpers() -> Dict[str, object]:
 
 
 def _run_child(code: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(TESTS)]), TQDM_DISABLE="1")
+    env = dict(os.environ, PYTHONPATH=str(REPO), TQDM_DISABLE="1")
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=240)
 
@@ -155,9 +154,9 @@ def _tree(folder: Path) -> Dict[str, bytes]:
 
 @pytest.fixture(scope="module")
 def training_inputs(tmp_path_factory):
-    from conftest import write_tiny_bert
-    from test_trainer import synthetic_kb
-    from training.pairs import kb_header, kb_pairs, write_pairs
+    from tests.conftest import write_tiny_bert
+    from tests.test_trainer import synthetic_kb
+    from spacy_sapbert.training.selfalign.pairs import kb_header, kb_pairs, write_pairs
 
     folder = tmp_path_factory.mktemp("crash-training")
     kb = synthetic_kb()
@@ -167,8 +166,9 @@ def training_inputs(tmp_path_factory):
 
 TRAIN_SETUP = """
 import logging, os, shutil, signal, sys
-from training import trainer as trainer_mod
-from training.trainer import TrainConfig, Trainer, train
+from spacy_sapbert.training.selfalign import trainer as trainer_mod
+from spacy_sapbert.training.selfalign.config import TrainConfig
+from spacy_sapbert.training.selfalign.trainer import Trainer, train
 
 def config(**overrides):
     settings = dict(base_model=BERT, batch_size=8, lr=1e-3, max_steps=3, checkpoint_every=1, keep_checkpoints=2,
@@ -205,7 +205,9 @@ def test_training_killed_at_random_moments_resumes_from_the_newest_complete_chec
 
     After every kill, each checkpoint that resume could pick loads, and the newest never goes
     back in steps; at the end the resumed run equals an uninterrupted one bit for bit."""
-    from training.trainer import TrainConfig, load_base_model, train
+    from spacy_sapbert.training.selfalign.basemodel import load_base_model
+    from spacy_sapbert.training.selfalign.config import TrainConfig
+    from spacy_sapbert.training.selfalign.trainer import train
 
     bert, pairs = training_inputs
     run_dir = tmp_path / "run"
@@ -213,7 +215,8 @@ def test_training_killed_at_random_moments_resumes_from_the_newest_complete_chec
     settings = dict(base_model=str(bert), batch_size=8, lr=1e-3, checkpoint_every=1, keep_checkpoints=2,
                     log_every=1000, seed=3, device="cpu", amp="no", num_threads=1)
     setup = f"""
-from training.trainer import TrainConfig, Trainer
+from spacy_sapbert.training.selfalign.config import TrainConfig
+from spacy_sapbert.training.selfalign.trainer import Trainer
 config = TrainConfig(max_steps=1_000_000, **{settings!r})
 trainer = Trainer(config, {str(pairs)!r}, None, {str(run_dir)!r})
 """

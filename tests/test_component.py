@@ -18,7 +18,7 @@ from spacy_sapbert.errors import InputError
 from spacy_sapbert.index import IndexMismatchError, NameIndex
 from spacy_sapbert.kb import Concept, KnowledgeBase
 
-from linker_fixtures import small_kb, write_small_kb
+from tests.linker_fixtures import small_kb, write_small_kb
 
 PATTERNS = ["plaquenil", "hydroxychloroquine", "hcq", "heart attack", "renal failure", "kidney failure", "kf",
             "ms", "breast tumour", "diabetes"]
@@ -90,7 +90,7 @@ def test_factory_found_through_entry_point_in_a_fresh_interpreter(tiny_bert, kb_
 
 def test_config_options(tiny_bert, kb_path):
     nlp = make_nlp(tiny_bert, kb_path, k=3, max_entities_per_mention=1, threshold=0.999, cache_size=0,
-                   max_length=8, index_kind="hnsw", batch_size=2, device="cpu")
+                   max_length=8, index_kind="hnsw", encode_batch_size=2, device="cpu")
     linker = nlp.get_pipe("sapbert_linker")
     doc = nlp("heart attack and diabetes")
     heart, diabetes = doc.ents
@@ -157,6 +157,20 @@ def test_pipe_batches_across_documents_and_equals_call(tiny_bert, kb_path):
             assert [s for _, s in ca] == pytest.approx([s for _, s in cb], abs=1e-5)
 
 
+def test_predict_then_set_annotations_is_spacys_contract(nlp):
+    pipe = nlp.get_pipe("sapbert_linker")
+    docs = [nlp.make_doc(text) for text in TEXTS[:2]]
+    for doc in docs:
+        doc.ents = [Span(doc, 0, 1, label="ENT")]
+    predictions = pipe.predict(docs)
+    assert [len(p) for p in predictions] == [1, 1] and all(d.ents[0]._.kb_ents == [] for d in docs)
+    pipe.set_annotations(docs, predictions)
+    assert [d.ents[0]._.kb_ents for d in docs] == [list(p[0]) for p in predictions]
+    assert docs[0].ents[0].kb_id_ == "D006886"
+    with pytest.raises(ValueError, match="1 predictions for 2 documents"):
+        pipe.set_annotations(docs, predictions[:1])
+
+
 def test_abbreviations_are_linked_through_their_long_form(tiny_bert, kb_path):
     text = "Renal failure and kidney failure (KF) followed; KF persisted."
     resolved = make_nlp(tiny_bert, kb_path, abbreviations=True)(text)
@@ -167,6 +181,9 @@ def test_abbreviations_are_linked_through_their_long_form(tiny_bert, kb_path):
     assert resolved.ents[-1].kb_id_ == "D051437"
     raw = make_nlp(tiny_bert, kb_path, abbreviations=True, resolve_abbreviations=False)(text)
     assert [e._.kb_ents for e in raw.ents if e.text == "KF"][0] != by_text["kidney failure"][0]
+    serializable = make_nlp(tiny_bert, kb_path, abbreviations=True)
+    serializable.get_pipe("abbreviation_detector").make_serializable = True  # dicts instead of spans
+    assert [e._.kb_ents for e in serializable(text).ents] == [e._.kb_ents for e in resolved.ents]
 
 
 def test_to_disk_and_spacy_load_round_trip_bit_identical(tiny_bert, tmp_path):
@@ -190,6 +207,37 @@ def test_to_disk_and_spacy_load_round_trip_bit_identical(tiny_bert, tmp_path):
     assert any(r.startswith("spacy-sapbert") for r in loaded.meta["requirements"])
     reloaded.initialize()  # a loaded linker stays as it is (the configured paths are gone)
     assert [links(d) for d in loaded.pipe(TEXTS)] == before
+
+
+def test_to_disk_and_from_disk_follow_exclude_and_write_only_what_is_read(nlp, tmp_path):
+    pipe = nlp.get_pipe("sapbert_linker")
+    pipe.to_disk(tmp_path / "all")
+    assert json.loads((tmp_path / "all" / "cfg.json").read_text()) == {"format_version": 1, "kb_name": "small"}
+    pipe.to_disk(tmp_path / "no-encoder", exclude=["encoder", "vocab"])
+    assert sorted(p.name for p in (tmp_path / "no-encoder").iterdir()) == ["cfg.json", "index", "kb.jsonl.gz"]
+
+    fresh = make_nlp(pipe.encoder.source, tmp_path / "unused.jsonl").get_pipe("sapbert_linker")
+    fresh.from_disk(tmp_path / "all", exclude=["index"])  # the index is built again from the saved KB
+    assert fresh.kb.name == "small" and fresh.index.names == pipe.index.names
+    loaded = fresh.linker
+    fresh.from_disk(tmp_path / "no-encoder", exclude=["encoder"])  # the loaded encoder is kept
+    assert fresh.encoder is loaded.encoder and fresh.kb is not loaded.kb
+    with pytest.raises(InputError, match="not a saved sapbert_linker component: no cfg.json"):
+        fresh.from_disk(tmp_path / "nothing")
+
+
+def test_a_component_saved_by_an_earlier_version_loads(nlp, tmp_path):
+    """cfg.json of earlier versions (the shipped default's among them) held settings and
+    fingerprints that were never read back: they are still accepted, and still not read."""
+    pipe = nlp.get_pipe("sapbert_linker")
+    pipe.to_disk(tmp_path / "old")
+    (tmp_path / "old" / "cfg.json").write_text(json.dumps({
+        "format_version": 1, "kb_name": "medic-old", "model": "models/gone", "kb": "kbs/gone.jsonl.gz",
+        "index_kind": "pq", "encoder_settings": {"pooling": "mean", "max_length": 25},
+        "model_fingerprint": "0" * 16, "kb_fingerprint": "0" * 16}))
+    loaded = make_nlp(pipe.encoder.source, tmp_path / "unused.jsonl").get_pipe("sapbert_linker")
+    loaded.from_disk(tmp_path / "old")
+    assert loaded.kb.name == "medic-old" and loaded.linker.link(["heart attack"])[0][0][0] == "D009203"
 
 
 def test_prebuilt_index_is_used_and_checked(tiny_bert, kb_path, tmp_path):

@@ -10,7 +10,7 @@ import textwrap
 
 import spacy
 
-from linker_fixtures import write_small_kb
+from tests.linker_fixtures import write_small_kb
 
 TEXT = "Plaquenil after a heart attack with renal failure; MS?"
 

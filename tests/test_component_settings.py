@@ -10,10 +10,12 @@ import spacy
 from spacy.tokens import Span
 
 import spacy_sapbert.component as component
+import spacy_sapbert.component_parts as component_parts
 from spacy_sapbert.component import SapBertLinker
+from spacy_sapbert.settings import LinkerSettings
 from spacy_sapbert.errors import InputError
 
-from linker_fixtures import write_small_kb
+from tests.linker_fixtures import write_small_kb
 
 EXPECTED_RANGE = "expected null (no threshold) or a number from -1 to 1"
 
@@ -24,8 +26,9 @@ BAD_SETTINGS = [
     ("threshold", -5, f"sapbert_linker setting 'threshold': {EXPECTED_RANGE}"),
     ("threshold", "0.5", f"sapbert_linker setting 'threshold': {EXPECTED_RANGE}"),
     ("max_entities_per_mention", 0, "setting 'max_entities_per_mention': expected an integer ≥ 1, got 0"),
-    ("batch_size", 0, "setting 'batch_size': expected an integer ≥ 1, got 0"),
-    ("batch_size", "8", "setting 'batch_size': expected an integer ≥ 1, got '8' (str)"),
+    ("encode_batch_size", 0, "setting 'encode_batch_size': expected an integer ≥ 1, got 0"),
+    ("encode_batch_size", "8", "setting 'encode_batch_size': expected an integer ≥ 1, got '8' (str)"),
+    ("batch_size", 0, "setting 'batch_size': expected an integer ≥ 1, got 0"),  # the old name, still checked
     ("cache_size", -1, "setting 'cache_size': expected an integer ≥ 0 (0 turns the cache off), got -1 (int)"),
     ("max_length", 0, "setting 'max_length': expected null (the model folder's setting) or an integer ≥ 3"),
     ("max_length", "25", "setting 'max_length': expected null (the model folder's setting) or an integer ≥ 3"),
@@ -48,7 +51,7 @@ def nothing_heavy(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("a model or KB was loaded before the settings were checked")
 
-    monkeypatch.setattr(component, "Encoder", refuse)
+    monkeypatch.setattr(component_parts, "Encoder", refuse)
     monkeypatch.setattr(component.KnowledgeBase, "from_jsonl", refuse)
 
 
@@ -85,6 +88,26 @@ def test_direct_construction_is_checked_too(nothing_heavy):
 
 def test_every_factory_setting_has_a_rule():
     assert list(component.SETTING_RULES) == list(component.DEFAULT_CONFIG)
+    assert component.DEFAULT_CONFIG == LinkerSettings().as_config()  # written once, in LinkerSettings
+    with pytest.raises(InputError, match="setting 'k'"):
+        LinkerSettings(k=0)  # an instance is always valid, however it is made
+
+
+def test_the_old_batch_size_key_is_read_as_encode_batch_size(nothing_heavy, caplog):
+    nlp = spacy.blank("en")
+    with caplog.at_level(logging.INFO, logger="spacy_sapbert.settings"):
+        pipe = nlp.add_pipe("sapbert_linker", config={"kb": "kb.jsonl", "batch_size": 8})
+    assert pipe.encode_batch_size == 8 and pipe.settings.encode_batch_size == 8
+    (record,) = [r for r in caplog.records if "deprecated" in r.getMessage()]
+    assert record.levelno == logging.WARNING and "'encode_batch_size'" in record.getMessage()
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="spacy_sapbert.settings"):  # the default: nothing to warn about
+        nlp.add_pipe("sapbert_linker", name="second", config={"kb": "kb.jsonl", "batch_size": 256})
+    assert [r.levelno for r in caplog.records if "deprecated" in r.getMessage()] == [logging.INFO]
+    with pytest.raises(InputError, match="setting 'batch_size': expected null .*old name of 'encode_batch_size'"):
+        nlp.add_pipe("sapbert_linker", name="third", config={"kb": "kb.jsonl", "batch_size": 8,
+                                                             "encode_batch_size": 16})
+    assert SapBertLinker(nlp, batch_size=4).encode_batch_size == 4  # in Python too
 
 
 @pytest.mark.parametrize("setting, value", [
@@ -111,6 +134,27 @@ def test_settings_changed_later_are_checked_too(nothing_heavy):
     assert (pipe.threshold, pipe.k, pipe.max_entities_per_mention) == (None, 25, 5)
     pipe.threshold, pipe.k = -1.0, 3
     assert (pipe.threshold, pipe.k) == (-1.0, 3)
+    assert pipe.settings == LinkerSettings(kb="kb.jsonl", threshold=-1.0, k=3)
+    pipe.device = "cpu"  # nothing is loaded yet: any setting may change
+    with pytest.raises(InputError, match="unknown setting"):
+        pipe.configure(treshold=0.5)
+
+
+def test_a_loaded_pipe_and_its_linker_share_one_settings_object(tiny_bert, tmp_path):
+    nlp = spacy.blank("en")
+    pipe = nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert), "kb": str(write_small_kb(tmp_path)),
+                                                  "pooling": "mean", "threshold": 0.5})
+    pipe.initialize()
+    assert pipe.settings is pipe.linker.settings
+    pipe.threshold = 0.7
+    assert pipe.linker.threshold == 0.7 and pipe.settings is pipe.linker.settings
+    pipe.linker.threshold = None  # what the demo does: the pipe sees it too
+    assert pipe.threshold is None and pipe.settings.threshold is None
+    pipe.extension = "other_ents"
+    assert Span.has_extension("other_ents")
+    with pytest.raises(InputError, match="device cannot change once the encoder, KB and index are loaded"):
+        pipe.device = "cpu"
+    pipe.device = "auto"  # unchanged: fine
 
 
 def test_encoder_dtype_check_names_the_callers_setting():

@@ -82,8 +82,8 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, minilm_path, tiny_bert):
-    from demo.app import build_app, launch
-    from demo.resources import add_compare_space, build_pipeline
+    from spacy_sapbert.demo.app import build_app, launch
+    from spacy_sapbert.demo.resources import add_compare_space, build_pipeline
 
     kb = KnowledgeBase((Concept(cid, name, aliases, [kind]) for cid, name, aliases, kind in MESH), name="mesh-mini")
     kb_file = kb.to_jsonl(tmp_path_factory.mktemp("demo-kb") / "mesh-mini.jsonl")
@@ -127,7 +127,7 @@ def test_served_locally_without_share_link(server):
 def test_link_text_highlights_entities_and_lists_candidates(page):
     from playwright.sync_api import expect
 
-    expect(page.locator("body")).to_contain_text("dictionary matcher")  # the stand-in is announced
+    expect(page.locator("body")).to_contain_text("dictionary matcher")  # no NER in this pipeline: the page says so
     page.locator("#link-text textarea").fill(TEXT)
     page.get_by_role("button", name="Link entities").click()
     expect(page.locator("#link-status")).to_contain_text("mention(s) found", timeout=WAIT_MS)

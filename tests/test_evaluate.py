@@ -14,12 +14,14 @@ from typer.testing import CliRunner
 
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb import Concept, KnowledgeBase
-from training.baselines import CharTfidf, ExactMatch, LinkingSystem, ScispacyCandidates, make_system
-from training.eval_queries import (AbbreviationExpander, Query, expand_abbreviations, load_queries, resolve_ids,
-                                   split_composite)
-from training.evaluate import EvalSet, Loader, build_dictionary, evaluate, query_hits, subpopulations
-from training.eval_report import END, START, load_results, render, splice
-from training.eval_suite import Suite, SystemSpec, dataset_family
+from spacy_sapbert.training.evaluation.accuracy import evaluate, query_hits, subpopulations
+from spacy_sapbert.training.evaluation.baselines import CharTfidf, ExactMatch, ScispacyCandidates, make_system
+from spacy_sapbert.training.evaluation.datasets import EvalSet, Loader, build_dictionary
+from spacy_sapbert.training.evaluation.queries import (AbbreviationExpander, Query, expand_abbreviations, load_queries,
+                                                       resolve_ids, split_composite)
+from spacy_sapbert.training.evaluation.systems import LinkingSystem
+from spacy_sapbert.training.evaluation.report import END, START, load_results, render, splice
+from spacy_sapbert.training.evaluation.suite import Suite, SystemSpec, dataset_family
 
 FIX = Path(__file__).parent / "fixtures" / "evaluate"
 EVAL, TRAIN, KB = FIX / "eval.PubTator.txt", FIX / "train.PubTator.txt", FIX / "kb.jsonl"
@@ -119,13 +121,13 @@ def test_dictionary_adds_training_mentions(loader):
     dictionary = build_dictionary(kb, train)
     assert len(kb) == 11 and len(dictionary) == 14  # + D051437, D048550 (aligned parts), C535668
     assert "breast tumour" in KnowledgeBase.normalized_names(dictionary["D001943"])
-    assert dictionary.lookup("heart attacks") == ["D009203"]
-    assert dictionary.lookup("renal failure") == ["D051437"]
-    assert dictionary.lookup("acth deficiency") == ["C535668"]
+    assert dictionary.alias_to_concepts.get("heart attacks", []) == ["D009203"]
+    assert dictionary.alias_to_concepts.get("renal failure", []) == ["D051437"]
+    assert dictionary.alias_to_concepts.get("acth deficiency", []) == ["C535668"]
     # text-pattern composite parts are not trusted to be in ID order: not added
-    assert dictionary.lookup("breast carcinoma") == [] and dictionary.lookup("ovarian carcinoma") == []
+    assert "breast carcinoma" not in dictionary.alias_to_concepts and "ovarian carcinoma" not in dictionary.alias_to_concepts
     # the KB itself is unchanged (kb-only mode uses it as is)
-    assert kb.lookup("breast tumour") == [] and "C535668" not in kb
+    assert "breast tumour" not in kb.alias_to_concepts and "C535668" not in kb
     assert eval_set(loader, kb_only=True).dictionary is kb
 
 
@@ -315,7 +317,7 @@ def test_suite_writes_results_and_the_report_renders(tmp_path, tiny_bert):
 
 
 def test_cli_evaluate_json_and_errors(tmp_path):
-    from training.eval_cli import register
+    from spacy_sapbert.training.evaluation.cli import register
 
     app = typer.Typer()
     register(app)

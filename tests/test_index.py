@@ -11,8 +11,8 @@ from spacy_sapbert.errors import InputError
 from spacy_sapbert.index import IndexMismatchError, NameIndex
 from spacy_sapbert.kb import Concept, KnowledgeBase
 
-from conftest import write_tiny_bert
-from linker_fixtures import small_kb
+from tests.conftest import write_tiny_bert
+from tests.linker_fixtures import small_kb
 
 
 @pytest.fixture(scope="module")
@@ -273,3 +273,16 @@ def test_a_saved_index_folder_has_the_permissions_of_a_new_folder(flat, tmp_path
     reference.mkdir()
     folder = flat.save(tmp_path / "idx")  # (built in a private temporary folder first)
     assert stat.S_IMODE(folder.stat().st_mode) == stat.S_IMODE(reference.stat().st_mode)
+
+
+def test_faiss_index_kinds_are_made_through_the_public_helper():
+    from spacy_sapbert.index import INDEX_KINDS, make_faiss_index
+
+    vectors = np.random.default_rng(0).standard_normal((300, 16)).astype(np.float32)
+    for kind in INDEX_KINDS:
+        index, used = make_faiss_index(kind, 16, vectors, {})
+        assert index.d == 16 and (used == {} if kind == "flat" else used)
+    with pytest.raises(InputError, match="unknown index kind 'lsh'"):
+        make_faiss_index("lsh", 16, vectors, {})
+    with pytest.raises(InputError, match="pq_m=5 must divide"):
+        make_faiss_index("pq", 16, vectors, {"pq_m": 5})

@@ -18,7 +18,7 @@ import numpy as np
 
 from spacy_sapbert.index import MANIFEST, NameIndex
 
-from fault_injection import kill_many
+from tests.fault_injection import kill_many
 
 DIM = 64
 ROWS = {"A": 200_000, "B": 260_000}  # different sizes: a mix of A's and B's files cannot load

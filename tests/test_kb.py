@@ -1,4 +1,4 @@
-"""The KnowledgeBase model: merging, lookup, JSONL(.gz) round trips, errors, scispaCy interop."""
+"""The KnowledgeBase model: merging, names and IDs, JSONL(.gz) round trips, errors, scispaCy interop."""
 from __future__ import annotations
 
 import gzip
@@ -9,6 +9,7 @@ import pytest
 
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb import Concept, KnowledgeBase, merge_concepts, pair_count
+from spacy_sapbert.normalize import normalize
 
 
 def _kb() -> KnowledgeBase:
@@ -32,11 +33,11 @@ def test_records_of_one_concept_merge_deterministically() -> None:
     assert kb_ba["D1"].canonical_name == "Myocardial infarction"  # the first record's name wins
 
 
-def test_lookup_normalises_and_resolve_finds_equivalent_ids() -> None:
+def test_names_are_normalised_and_resolve_finds_equivalent_ids() -> None:
     kb = _kb()
-    assert kb.lookup("paracetamol!") == ["D000082"]
-    assert kb.lookup("TYPE-2 diabetes") == ["D003924|OMIM:125853"]
-    assert kb.lookup("aspirin") == []
+    assert kb.alias_to_concepts[normalize("paracetamol!")] == ["D000082"]
+    assert kb.alias_to_concepts[normalize("TYPE-2 diabetes")] == ["D003924|OMIM:125853"]
+    assert normalize("aspirin") not in kb.alias_to_concepts
     assert kb.resolve("OMIM:125853").canonical_name == "Diabetes Mellitus, Type 2"
     assert kb.resolve("D003924") is kb.resolve("OMIM:125853")
     assert kb.resolve("D999999") is None
@@ -129,7 +130,7 @@ def test_scispacy_entities_load_here(tmp_path: Path) -> None:
         kb = KnowledgeBase.from_jsonl(path)
         assert [c.concept_id for c in kb] == ["C0011849", "C0000005"]
         assert kb["C0000005"].types == ["T116", "T121"] and kb["C0011849"].definition == "A heterogeneous group."
-        assert kb.lookup("dm") == ["C0011849"]
+        assert kb.alias_to_concepts["dm"] == ["C0011849"]
 
 
 @pytest.mark.parametrize("content, line, field", [

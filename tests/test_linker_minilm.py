@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import spacy
 
-from minilm_kb import minilm_kb
+from tests.minilm_kb import minilm_kb
 
 # Variants that are not KB names (plurals, spelling, synonyms the KB lacks, brand + dose form).
 EXPECTED = {

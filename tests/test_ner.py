@@ -10,10 +10,11 @@ from spacy.tokens import DocBin
 
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.tokenizer import TOKENIZER_NAME, scispacy_blank
-from training.corpora import read_pubtator
-from training.ner import (BC5CDR_LABELS, NCBI_LABELS, CorpusPaths, build_ner_corpus, chemical_lexicon,
-                          convert_documents, mask_unannotated, split_sentences)
-from training.ner_eval import PRF, evaluate_corpus, reachable_share, score_spans
+from spacy_sapbert.training.corpora import read_pubtator
+from spacy_sapbert.training.ner.corpus import CorpusPaths, build_ner_corpus
+from spacy_sapbert.training.ner.data import (BC5CDR_LABELS, NCBI_LABELS, chemical_lexicon, convert_documents,
+                                             mask_unannotated, split_sentences)
+from spacy_sapbert.training.ner.scores import PRF, evaluate_corpus, reachable_share, score_spans
 
 BC5_TITLE = "Cocaine-induced seizures in rats."
 BC5_ABSTRACT = "Naloxone reversed the seizures and the renal failure caused by cocaine."

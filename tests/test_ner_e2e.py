@@ -10,10 +10,11 @@ import spacy
 
 from spacy_sapbert.kb import Concept, KnowledgeBase
 from spacy_sapbert.tokenizer import scispacy_blank
-from training.corpora import read_pubtator
-from training.e2e import concept_key, evaluate_e2e, gold_pairs, ner_linker_pipeline, score_pairs
-from training.ner import BC5CDR_LABELS, CorpusPaths, build_ner_corpus
-from training.ner_eval import PRF
+from spacy_sapbert.training.corpora import read_pubtator
+from spacy_sapbert.training.ner.corpus import CorpusPaths, build_ner_corpus
+from spacy_sapbert.training.ner.data import BC5CDR_LABELS
+from spacy_sapbert.training.ner.e2e import evaluate_e2e, gold_pairs, ner_linker_pipeline, score_pairs
+from spacy_sapbert.training.ner.scores import PRF
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -40,13 +41,6 @@ def kb() -> KnowledgeBase:
         Concept("D051437|OMIM:123456", "renal failure"),
         Concept("D051381", "rats"),
     ], name="tiny")
-
-
-def test_concept_key_resolves_equivalent_ids(kb):
-    assert concept_key("OMIM:123456", kb) == "D051437"
-    assert concept_key("D051437|OMIM:123456", kb) == "D051437"
-    assert concept_key("D999999", kb) == "D999999"
-    assert concept_key("OMIM:123456", None) == "OMIM:123456"
 
 
 def test_gold_pairs_split_composites_and_set_aside_mentions_without_id(kb, tmp_path):
@@ -144,7 +138,7 @@ def test_ner_config_trains_and_the_pipeline_loads(tmp_path):
 
 
 def test_minilm_vectors_vocabulary_and_file(kb, tiny_bert, tmp_path):
-    from training.ner_vectors import build_minilm_vectors, vocabulary
+    from spacy_sapbert.training.ner.vectors import build_minilm_vectors, vocabulary
 
     nlp = scispacy_blank(split_hyphens=True)
     words = vocabulary(nlp, ["Cocaine-induced seizures, seizures."], ["renal failure", "Renal cyst", "cyst"],

@@ -13,9 +13,9 @@ import spacy_sapbert
 from spacy_sapbert.encoder import Encoder
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.index import NameIndex
-from training.package import agreement, build_default_pipeline
+from spacy_sapbert.training.package import agreement, build_default_pipeline
 
-from linker_fixtures import small_kb, write_small_kb
+from tests.linker_fixtures import small_kb, write_small_kb
 
 
 def test_rounded_weights_save_as_fp16_and_load_back_identical(tiny_bert, tmp_path):
@@ -143,7 +143,7 @@ def test_package_output_that_is_a_file_is_refused_even_with_overwrite(tiny_bert,
 
 
 def test_earlier_packages_are_recognised_with_and_without_the_marker(tmp_path):
-    from training.package import is_package_output
+    from spacy_sapbert.training.package import is_package_output
 
     legacy = tmp_path / "legacy"  # written before build.json carried the marker (the shipped default)
     legacy.mkdir()
@@ -183,7 +183,7 @@ def test_cli_refusal_is_one_line_not_a_traceback(tiny_bert, tmp_path):
     import typer
     from typer.testing import CliRunner
 
-    from training.package_cli import register
+    from spacy_sapbert.training.package_cli import register
 
     app = typer.Typer()
     register(app)

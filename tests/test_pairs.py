@@ -8,8 +8,8 @@ import pytest
 
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb import MAX_PAIRS_PER_CONCEPT, Concept, KnowledgeBase
-from training.corpora import Document, Mention
-from training.pairs import (Pair, file_fingerprint, kb_header, kb_pairs, mention_pairs, read_header, read_pairs,
+from spacy_sapbert.training.corpora import Document, Mention
+from spacy_sapbert.training.selfalign.pairs import (Pair, file_fingerprint, kb_header, kb_pairs, mention_pairs, read_header, read_pairs,
                             write_pairs)
 
 
@@ -119,7 +119,7 @@ def test_mention_pairs_are_capped_per_mention():
 
 def test_mention_pairs_from_ncbi_train(mirror: Path):
     """The real corpus reads and pairs with a KB built from its own IDs (no KB file needed)."""
-    from training.corpora import read_pubtator
+    from spacy_sapbert.training.corpora import read_pubtator
 
     docs = list(read_pubtator(mirror / "corpora/ncbi-disease/NCBItrainset_corpus.txt"))
     ids = Counter(i for d in docs for m in d.mentions for i in m.ids)

@@ -13,7 +13,7 @@ from spacy_sapbert.cli import app
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb import KnowledgeBase
 from spacy_sapbert.sources import build
-from training.corpora import read_pubtator
+from spacy_sapbert.training.corpora import read_pubtator
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -112,7 +112,7 @@ def test_kb_cli_build_and_stats(medic_assets: Path, tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"concept_id": "D1"}\n', encoding="utf-8")
     result = runner.invoke(app, ["kb", "stats", str(bad)])
-    assert result.exit_code == 1 and "bad.jsonl:1" in result.output
+    assert result.exit_code == 2 and "bad.jsonl:1" in result.output
     result = runner.invoke(app, ["kb", "build", "umls", "--output", str(tmp_path / "x.jsonl")])
     assert result.exit_code != 0
 

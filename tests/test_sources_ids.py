@@ -16,7 +16,8 @@ from spacy_sapbert.sources.textfile import iter_lines, load_json
     ("OMIM:613097", "OMIM:613097"), ("MIM:613097", "OMIM:613097"), ("DO:DOID:0060395", "DOID:0060395"),
     ("DOID:9352", "DOID:9352"), ("ORDO:558", "Orphanet:558"), ("ORPHA:558", "Orphanet:558"),
     ("Orphanet:C001", "Orphanet:C001"), ("NCI:C50706", "NCIT:C50706"), ("UMLS_CUI:C0011127", "UMLS:C0011127"),
-    ("HP:0001250", "HP:0001250"), ("MONDO:0005148", "MONDO:0005148"),
+    ("HP:0001250", "HP:0001250"), ("MONDO:0005148", "MONDO:0005148"), ("CUI:C0011849", "UMLS:C0011849"),
+    ("umls:c0011849", "UMLS:C0011849"),
 ])
 def test_upstream_spellings_become_one_form(raw: str, expected: str) -> None:
     assert normalize_curie(raw) == expected

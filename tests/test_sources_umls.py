@@ -98,7 +98,7 @@ def test_scispacy_exported_umls_kb_loads_here(meta: Path, tmp_path: Path) -> Non
             concept.pop("is_from_preferred_source", None)
             out.write(json.dumps(concept) + "\n")
     kb = KnowledgeBase.from_jsonl(path)
-    assert len(kb) == 3 and kb.lookup("niddm") == ["C0011860"]
+    assert len(kb) == 3 and kb.alias_to_concepts["niddm"] == ["C0011860"]
     assert kb["C0000005"].types == ["T116", "T121"]
 
 

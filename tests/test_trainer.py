@@ -14,13 +14,18 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from spacy_sapbert.devices import resolve_device
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb import Concept, KnowledgeBase
-from training import trainer as trainer_mod
-from training.checkpoint import read_state
-from training.pairs import kb_header, kb_pairs, write_pairs
-from training.trainer import (BatchPlan, SelfAlignmentLoss, TrainConfig, Trainer, load_base_model, pool,
-                              resolve_device, train, valid_triplets)
+from spacy_sapbert.pooling import pool
+from spacy_sapbert.training.selfalign import hardware
+from spacy_sapbert.training.selfalign.basemodel import load_base_model
+from spacy_sapbert.training.selfalign.checkpoint import read_state
+from spacy_sapbert.training.selfalign.config import TrainConfig
+from spacy_sapbert.training.selfalign.loss import SelfAlignmentLoss, valid_triplets
+from spacy_sapbert.training.selfalign.pairs import kb_header, kb_pairs, write_pairs
+from spacy_sapbert.training.selfalign.plan import BatchPlan
+from spacy_sapbert.training.selfalign.trainer import Trainer, train
 
 REPO = Path(__file__).resolve().parent.parent
 WORDS = ["disease", "cancer", "tumor", "heart", "attack", "acid", "syndrome", "failure", "renal", "kidney",
@@ -111,7 +116,7 @@ def test_bf16_autocast_on_cpu_trains(tiny_bert, kb, pairs_file, tmp_path, monkey
     # forced on, so the bf16 path runs on CPUs without AMX too (emulated there, slower)
     from accelerate.state import AcceleratorState
 
-    monkeypatch.setattr(trainer_mod, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: True)
     AcceleratorState._reset_state(True)  # the process's accelerate state was set up without bf16
     request.addfinalizer(lambda: AcceleratorState._reset_state(True))
     config = _config(tiny_bert, max_steps=40, batch_size=16, log_every=5, pooling="mean", lr=3e-3, amp="bf16")
@@ -188,7 +193,7 @@ def test_two_cpu_processes_through_accelerate(tiny_bert, pairs_file, tmp_path):
     # launcher (--multi_gpu) starts two, and Accelerator(cpu=True) then joins them over gloo.
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "29517",
-           "-m", "training.train_cli", "pretrain", str(pairs_file), "--output", str(out),
+           "-m", "spacy_sapbert.training.selfalign.cli", "pretrain", str(pairs_file), "--output", str(out),
            "--run-dir", str(tmp_path / "run"), "--base-model", str(tiny_bert), "--batch-size", "6",
            "--max-steps", "3", "--checkpoint-every", "2", "--lr", "1e-3", "--num-threads", "1",
            "--device", "cpu"]
@@ -212,6 +217,38 @@ def test_gpu_requested_where_none_exists(monkeypatch, tiny_bert, pairs_file, tmp
     assert resolve_device("auto") == "cpu"
     with pytest.raises(InputError, match="unknown device"):
         resolve_device("tpu")
+
+
+def test_one_device_rule_for_component_encoder_and_trainer(monkeypatch, tiny_bert, pairs_file, tmp_path):
+    """The spaCy component accepts mps, so the Encoder and the trainer do too: all three follow
+    spacy_sapbert.devices.resolve_device, and a device torch lacks is the same error on both sides."""
+    from spacy_sapbert.component import SettingError, check_setting
+    from spacy_sapbert.encoder import Encoder
+
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    with pytest.raises(InputError, match="'mps' requested but .* no usable MPS") as encoder_error:
+        Encoder(tiny_bert, device="mps")
+    with pytest.raises(InputError, match="'mps' requested but .* no usable MPS") as trainer_error:
+        Trainer(_config(tiny_bert, device="mps"), pairs_file, None, tmp_path / "run")
+    assert str(encoder_error.value) == str(trainer_error.value)
+
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    for device in ("auto", "cpu", "CPU", "cuda", "cuda:1", "mps", "MPS", "gpu", "tpu", "cuda:x", "cuda1"):
+        try:
+            check_setting("device", device)
+            component_accepts = True
+        except SettingError:
+            component_accepts = False
+        try:
+            resolve_device(device)
+            known = True
+        except InputError as err:
+            assert "unknown device" in str(err), err
+            known = False
+        assert component_accepts == known, device
+    assert resolve_device("MPS") == "mps" and hardware.resolve_amp("auto", "mps") == "no"
 
 
 def test_non_encoder_base_model_is_refused(tmp_path):
@@ -275,10 +312,10 @@ def test_mean_pooling_ignores_padding():
 
 
 def test_cpu_mixed_precision_is_bf16_only_where_native(monkeypatch):
-    monkeypatch.setattr(trainer_mod, "cpu_has_native_bf16", lambda: False)
-    assert [trainer_mod.resolve_amp(a, "cpu") for a in ("auto", "bf16", "fp16", "no")] == ["no"] * 4
-    monkeypatch.setattr(trainer_mod, "cpu_has_native_bf16", lambda: True)
-    assert [trainer_mod.resolve_amp(a, "cpu") for a in ("auto", "bf16", "fp16", "no")] == ["bf16", "bf16", "no", "no"]
+    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: False)
+    assert [hardware.resolve_amp(a, "cpu") for a in ("auto", "bf16", "fp16", "no")] == ["no"] * 4
+    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: True)
+    assert [hardware.resolve_amp(a, "cpu") for a in ("auto", "bf16", "fp16", "no")] == ["bf16", "bf16", "no", "no"]
 
 
 def ckpt_folders(run):
@@ -309,3 +346,51 @@ def test_model_output_that_is_not_an_earlier_model_is_refused_and_kept(tiny_bert
     assert (tmp_path / "other").stat().st_mode & 0o7777 == mode
     assert all(p.stat().st_mode & 0o7777 == mode for p in (tmp_path / "run" / "checkpoints").iterdir())
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+@pytest.mark.parametrize("schedule, expected", [
+    ("constant", [0.0, 0.5, 1.0, 1.0, 1.0, 1.0]),
+    ("linear", [0.0, 0.5, 1.0, 0.75, 0.5, 0.25]),
+])
+def test_schedules_are_transformers_warmup_schedules(schedule, expected):
+    from spacy_sapbert.training.selfalign.schedule import make_scheduler
+
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    scheduler = make_scheduler(optimizer, TrainConfig(schedule=schedule, warmup_steps=2), total_steps=6)
+    rates = []
+    for _ in range(6):
+        rates.append(scheduler.get_last_lr()[0])
+        optimizer.step()
+        scheduler.step()
+    assert rates == expected
+    assert json.loads(json.dumps(scheduler.state_dict()))  # a checkpoint stores it as JSON
+
+
+def test_cli_options_left_unset_take_the_train_config_defaults(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from spacy_sapbert.training.selfalign import cli
+    from spacy_sapbert.training.selfalign import trainer as trainer_module
+
+    seen = {}
+
+    def fake_train(config, pairs, output, run_dir, resume=False):
+        seen.update(config=config, run_dir=run_dir)
+        raise InputError("stop here", pairs)
+
+    monkeypatch.setattr(trainer_module, "train", fake_train)
+    app = typer_app(cli)
+    result = CliRunner().invoke(app, ["pretrain", str(tmp_path / "p.tsv"), "-o", str(tmp_path / "m"), "--lr", "1e-3"])
+    assert result.exit_code == 2 and "error: " in result.output and "stop here" in result.output
+    assert seen["config"] == TrainConfig(lr=1e-3)  # every other setting: TrainConfig's default
+    assert seen["run_dir"] == Path("training_runs") / "m"
+    result = CliRunner().invoke(app, ["finetune", str(tmp_path / "p.tsv"), "-o", str(tmp_path / "m")])
+    assert result.exit_code == 2 and "--base-model" in result.output  # required for fine-tuning
+
+
+def typer_app(cli_module):
+    import typer
+
+    app = typer.Typer()
+    cli_module.register(app)
+    return app

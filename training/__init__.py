@@ -1,0 +1,1 @@
+"""Training, evaluation, NER and packaging; installed as ``spacy_sapbert.training``."""

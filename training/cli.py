@@ -1,26 +1,16 @@
 """``sapbert`` sub-commands that need the training extra: registered through the
-``sapbert.cli`` entry point (see spacy_sapbert.cli)."""
+``sapbert.cli`` entry point (see spacy_sapbert.cli), so the linker package never imports them."""
 from __future__ import annotations
 
 import typer
 
 
 def register(app: typer.Typer) -> None:
-    """Add the training commands to the ``sapbert`` app."""
-    # TRAINING-COMMANDS
-    from .train_cli import register as register_training
+    """Add the training, evaluation, NER and packaging commands to the ``sapbert`` app."""
+    from .evaluation.cli import register as register_evaluation
+    from .ner.cli import register as register_ner
+    from .package_cli import register as register_package
+    from .selfalign.cli import register as register_training
 
-    register_training(app)
-    # EVALUATION-COMMANDS
-    from .eval_cli import register as register_evaluation
-
-    register_evaluation(app)
-    # NER-COMMANDS
-    from training.ner_cli import register as register_ner
-
-    register_ner(app)
-    # PACKAGE-COMMANDS
-    from training.package_cli import register as register_package
-
-    register_package(app)
-    return None
+    for add in (register_training, register_evaluation, register_ner, register_package):
+        add(app)

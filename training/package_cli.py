@@ -1,4 +1,4 @@
-"""``sapbert package-default``: assemble the embedded default pipeline (see training.package)."""
+"""``sapbert package-default``: assemble the embedded default pipeline (see spacy_sapbert.training.package)."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from spacy_sapbert.errors import InputError
+from spacy_sapbert.errors import InputError, exit_on_input_error
 
 logger = logging.getLogger(__name__)
 
@@ -35,14 +35,15 @@ def package_default(
     from .corpora import read_pubtator
     from .package import build_default_pipeline
 
-    try:
-        mentions = [m.text for path in probe or [] for doc in read_pubtator(path) for m in doc.mentions]
-        extra = card.read_text(encoding="utf-8") if card else ""
-        report = build_default_pipeline(ner, model, kb, output, probe_mentions=mentions, pq_m=pq_m, card_extra=extra,
-                                        exact_index=exact_index, reuse_exact=reuse_exact, overwrite=overwrite)
-    except (InputError, OSError) as err:  # bad input, or a folder that cannot be read or written: one line
-        typer.echo(f"error: {err}", err=True)
-        raise typer.Exit(2) from err
+    with exit_on_input_error():
+        try:
+            mentions = [m.text for path in probe or [] for doc in read_pubtator(path) for m in doc.mentions]
+            extra = card.read_text(encoding="utf-8") if card else ""
+            report = build_default_pipeline(ner, model, kb, output, probe_mentions=mentions, pq_m=pq_m,
+                                            card_extra=extra, exact_index=exact_index, reuse_exact=reuse_exact,
+                                            overwrite=overwrite)
+        except OSError as err:  # a folder that cannot be read or written is the user's to fix, as bad input is
+            raise InputError(err.strerror or str(err), err.filename) from err
     typer.echo(json.dumps(report, indent=1))
 
 

@@ -7,7 +7,8 @@ Formats (``fmt``):
 ``jsonl``     one JSON object per line; the text and the ID are taken from configurable
               fields, every other field is carried to the output unchanged;
 ``pubtator``  PubTator blocks (``PMID|t|title``, ``PMID|a|abstract``, annotation lines,
-              a blank line); the text is ``title + " " + abstract`` so that PubTator
+              a blank line), parsed by :mod:`spacy_sapbert.pubtator` as the training
+              corpora are; the text is ``title + " " + abstract`` so that PubTator
               offsets stay valid, and the block's annotation lines are carried along.
 ``auto``      a folder is ``text``; ``.jsonl``/``.ndjson`` is ``jsonl``; a file whose first
               non-blank line looks like ``PMID|t|`` is ``pubtator``; anything else ``text``.
@@ -24,13 +25,13 @@ import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Union
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from ..errors import InputError
+from ..pubtator import looks_like_pubtator, parse_block, split_blocks
 
 PathLike = Union[str, Path]
 FORMATS = ("auto", "text", "jsonl", "pubtator")
-_PUBTATOR_TEXT = re.compile(r"^([^|\t]+)\|([ta])\|(.*)$")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -110,7 +111,7 @@ def detect_format(path: PathLike) -> str:
             for raw in handle:
                 line = raw.decode("utf-8", errors="replace")
                 if line.strip():
-                    return "pubtator" if _PUBTATOR_TEXT.match(line.rstrip("\r\n")) else "text"
+                    return "pubtator" if looks_like_pubtator(line) else "text"
     except (OSError, EOFError, zlib.error) as err:
         raise InputError(f"cannot read input ({err.strerror or err})", path) from err
     return "text"
@@ -224,51 +225,32 @@ def _jsonl_record(ordinal: int, number: int, line: str, where: str, problem: Opt
 
 
 def _read_pubtator(path: Path) -> Iterator[Item]:
-    ordinal = 0
-    block: List[tuple] = []
-    for number, line, problem in _lines(path):
-        if line.strip():
-            block.append((number, line, problem))
-            continue
-        if block:
-            yield _pubtator_record(ordinal, path, block)
-            ordinal += 1
-            block = []
-    if block:
-        yield _pubtator_record(ordinal, path, block)
+    """One record per block (:mod:`spacy_sapbert.pubtator`); a broken block is one :class:`Malformed`."""
+    problems: Dict[int, str] = {}
+
+    def numbered() -> Iterator[Tuple[int, str]]:
+        for number, line, problem in _lines(path):
+            if problem:
+                problems[number] = problem
+            yield number, line
+
+    for ordinal, block in enumerate(split_blocks(numbered())):
+        yield _pubtator_record(ordinal, path, block, problems)
 
 
-def _pubtator_record(ordinal: int, path: Path, block: List[tuple]) -> Item:
-    first = block[0][0]
-    where = f"{path}:{first}"
-    problems = [f"line {n}: {p}" for n, _, p in block if p]
-    if problems:
-        return Malformed(ordinal, where, "; ".join(problems))
-    title_match = _PUBTATOR_TEXT.match(block[0][1])
-    if not title_match or title_match.group(2) != "t":
-        return Malformed(ordinal, where, "a PubTator document starts with a 'PMID|t|title' line")
-    pmid, _, title = title_match.groups()
-    abstract: Optional[str] = None
-    annotations: List[str] = []
-    for number, line, _ in block[1:]:
-        match = _PUBTATOR_TEXT.match(line)
-        if match and match.group(2) == "a":
-            if match.group(1) != pmid:
-                return Malformed(ordinal, f"{path}:{number}", f"abstract line of PMID {match.group(1)} inside the "
-                                                              f"document of PMID {pmid} (missing blank line?)")
-            if abstract is not None:
-                return Malformed(ordinal, f"{path}:{number}", f"second abstract line for PMID {pmid}")
-            abstract = match.group(3)
-        elif line.split("\t", 1)[0] == pmid and "\t" in line:
-            annotations.append(line)
-        else:
-            return Malformed(ordinal, f"{path}:{number}", f"expected '{pmid}|a|…' or a tab-separated annotation line "
-                                                          f"of PMID {pmid}, found {line[:60]!r}")
-    text = title if abstract is None else f"{title} {abstract}"
-    meta: Dict[str, Any] = {"title": title}
-    if annotations:
-        meta["pubtator_annotations"] = annotations
-    return Record(ordinal, pmid, text, where, meta=meta)
+def _pubtator_record(ordinal: int, path: Path, block: List[Tuple[int, str]], problems: Dict[int, str]) -> Item:
+    where = f"{path}:{block[0][0]}"
+    undecodable = [f"line {n}: {problems.pop(n)}" for n, _ in block if n in problems]
+    if undecodable:
+        return Malformed(ordinal, where, "; ".join(undecodable))
+    try:
+        parsed = parse_block(block, path)
+    except InputError as err:
+        return Malformed(ordinal, f"{path}:{err.line}", err.problem)
+    meta: Dict[str, Any] = {"title": parsed.title}
+    if parsed.annotations:
+        meta["pubtator_annotations"] = [line for _, line in parsed.annotations]
+    return Record(ordinal, parsed.pmid, parsed.text, where, meta=meta)
 
 
 __all__ = ["FORMATS", "Record", "Malformed", "check_text_file", "detect_format", "read_records", "text_problem"]

@@ -6,6 +6,8 @@ from typing import Any, Dict, List, Tuple
 from spacy.language import Language
 from spacy.tokens import Doc, Span
 
+from ..abbreviation_entities import abbreviation_pairs
+
 
 def linkers_of(nlp: Language) -> List[Any]:
     """The pipeline's ``sapbert_linker`` components, in pipeline order."""
@@ -45,14 +47,8 @@ def _entity(span: Span, linkers: List[Any], long_forms: Dict[Tuple[int, int], st
 
 
 def _abbreviations(doc: Doc) -> List[Dict[str, Any]]:
-    if not Doc.has_extension("abbreviations"):
-        return []
-    out = []
-    for abbr in doc._.abbreviations or []:
-        if isinstance(abbr, Span) and Span.has_extension("long_form") and abbr._.long_form is not None:
-            long_form = abbr._.long_form
-            out.append({"short": abbr.text, "long": getattr(long_form, "text", str(long_form)),
-                        "start": abbr.start_char, "end": abbr.end_char})
+    out = [{"short": short.text, "long": long_form, "start": short.start_char, "end": short.end_char}
+           for short, long_form in abbreviation_pairs(doc)]
     return sorted(out, key=lambda a: (a["start"], a["end"]))  # the detector's order varies with the hash seed
 
 

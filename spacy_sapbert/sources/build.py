@@ -11,26 +11,24 @@ mirror (``vocab/...``; see scripts/fetch_assets.py for where each file comes fro
   (:mod:`spacy_sapbert.sources.merge`): an open stand-in for UMLS for pretraining.
 
 Two steps fill in from a second source what the first lacks: the CTD concepts MEDIC 2012
-does not have, and CTD's tree numbers for descriptors the MeSH tree table has no row for.
-A first source cut short at a line boundary reads without an error (every line is
-well-formed), and the fallback would quietly make up the difference; so each fallback's
-share is reported (:class:`FallbackCheck`) and the build fails above
-:data:`MAX_FALLBACK_SHARE`.
+does not have, and CTD's tree numbers for descriptors the MeSH tree table has no row for;
+each fallback's share is checked (:mod:`.build_report`), since a truncated first source
+would otherwise pass unnoticed.
 """
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from tqdm import tqdm
 
 from ..errors import InputError
-from ..kb import ID_SEPARATOR, Concept, KBStats, KnowledgeBase
+from ..kb import ID_SEPARATOR, Concept, KnowledgeBase
+from .build_report import MAX_FALLBACK_SHARE, BuildReport, FallbackCheck
 from .medic import read_ctd_diseases, read_ctd_tree_numbers, read_medic_biosyn
-from .merge import MergeReport, merge_equivalent
+from .merge import merge_equivalent
 from .mesh import TREE_NUMBERS_FROM_EXTRA, read_mesh_tsv, read_mesh_xml
 from .obo import read_obo
 from .obograph import read_obograph
@@ -60,80 +58,6 @@ XREF_VOCABULARIES = {"doid": ("MESH", "OMIM", "UMLS"), "orphanet": ("MESH", "OMI
 ORDO_ROOTS = ("Orphanet:C001",)      # clinical entity (not genes, geography, inheritance)
 NCIT_ROOTS = ("NCIT:C7057",)         # Disease, Disorder or Finding (not genes, anatomy, drugs)
 HPO_ROOTS = ("HP:0000118",)          # Phenotypic abnormality (not modes of inheritance, frequencies)
-#: Largest share a fallback may fill in before the build fails. The pinned assets give 0.9%
-#: (MEDIC: 104 of 12,018 concepts from CTD 2017) and 0.4% (MeSH: 112 of 30,764 descriptors
-#: without a row in the tree table). 5% is five times that, so a complete file never comes
-#: near it, while a MEDIC 2012 or tree table missing more than about 4-5% of its lines
-#: (~500 of MEDIC's 11,915) fails; the reported cut (2,100 lines left) gives 82%.
-MAX_FALLBACK_SHARE = 0.05
-
-
-@dataclass
-class FallbackCheck:
-    """How much of a KB a second source filled in where the first lacked it."""
-
-    name: str
-    filled: int
-    total: int
-    limit: float = MAX_FALLBACK_SHARE
-
-    @property
-    def share(self) -> float:
-        return self.filled / self.total if self.total else 0.0
-
-    def line(self) -> str:
-        return (f"{self.name}: {self.filled:,} of {self.total:,} ({self.share:.1%}; "
-                f"the build fails above {self.limit:.0%})")
-
-    def as_dict(self) -> Dict[str, object]:
-        return {"name": self.name, "filled": self.filled, "total": self.total, "share": round(self.share, 4),
-                "limit": self.limit}
-
-    def enforce(self, problem: str, normal: str, path: Path) -> None:
-        """Fail with ``problem`` (what the fallback would do) when the share is over the limit;
-        ``normal`` says what the complete pinned file gives."""
-        if self.share > self.limit:
-            raise InputError(f"{problem} ({self.share:.1%}), more than the {self.limit:.0%} limit ({normal}): this "
-                             "file looks truncated (cut at a line boundary, which no line check can see) or is "
-                             "another file; fetch it again (`spacy project run assets`)", path)
-
-
-@dataclass
-class BuildReport:
-    """Everything a build prints: per-source reader counts, the merge, the final KB numbers."""
-
-    name: str
-    sources: List[ReadStats] = field(default_factory=list)
-    merge: Optional[MergeReport] = None
-    kb: Optional[KBStats] = None
-    seconds: float = 0.0
-    notes: List[str] = field(default_factory=list)
-    fallbacks: List[FallbackCheck] = field(default_factory=list)
-    kb_merged_records: int = 0
-    """Records the KB merged into an earlier record with the same concept_id (0 for the project's KBs)."""
-
-    def lines(self) -> List[str]:
-        out = [stats.summary() for stats in self.sources]
-        out.extend(self.notes)
-        out.extend(check.line() for check in self.fallbacks)
-        if self.merge is not None:
-            out.extend(self.merge.lines())
-        if self.kb is not None:
-            kb = self.kb
-            out.append(f"{self.name}: {kb.concepts:,} concepts, {kb.names:,} names, {kb.concepts_with_synonyms:,} "
-                       f"concepts with >=2 names, {kb.positive_pairs:,} positive pairs ({self.seconds:.1f}s)")
-            out.append(f"{self.name}: {self.kb_merged_records:,} records merged into an earlier one with the "
-                       "same concept_id")
-        return out
-
-    def as_dict(self) -> Dict[str, object]:
-        return {"name": self.name, "sources": [s.as_dict() for s in self.sources],
-                "merge": self.merge.as_dict() if self.merge else None,
-                "kb": self.kb.as_dict() if self.kb else None, "seconds": round(self.seconds, 1), "notes": self.notes,
-                "fallbacks": [check.as_dict() for check in self.fallbacks],
-                "kb_merged_records": self.kb_merged_records}
-
-
 def _need(assets: Path, relative: str) -> Path:
     path = assets / relative
     if not path.is_file():
@@ -276,6 +200,18 @@ def _xrefs_kept(xrefs: Iterable[Mapping], vocabularies: Sequence[str]) -> List[M
     return [m for m in xrefs if vocabulary(m.object_id) in vocabularies]
 
 
+#: the ontologies of open-biomed: (source, asset, reader(path, stats, xref sink))
+ONTOLOGIES: Tuple[Tuple[str, str, Callable[[Path, ReadStats, List[Mapping]], Iterable[Concept]]], ...] = (
+    ("doid", DOID, lambda p, s, x: read_obograph(p, "DOID", (), types=["Disease"], source="doid", stats=s, xrefs=x)),
+    ("orphanet", ORDO, lambda p, s, x: read_obograph(p, "Orphanet", ORDO_ROOTS, types=["Disease"],
+                                                     source="orphanet", stats=s, xrefs=x)),
+    ("ncit", NCIT, lambda p, s, x: read_obograph(p, "NCIT", NCIT_ROOTS, types=["Disease"], source="ncit", stats=s,
+                                                 xrefs=x)),
+    ("hpo", HPO, lambda p, s, x: read_obo(p, ("HP",), HPO_ROOTS, types=["Phenotype"], source="hpo", stats=s,
+                                          xrefs=x)),
+)
+
+
 def build_open_biomed(assets: PathLike, show_progress: bool = True, umls_glue: bool = True,
                       mapping_labels: bool = True) -> Tuple[KnowledgeBase, BuildReport]:
     """The merged open vocabulary. ``umls_glue`` also merges along UMLS CUIs (MONDO's UMLS
@@ -289,40 +225,46 @@ def build_open_biomed(assets: PathLike, show_progress: bool = True, umls_glue: b
         sources.append(("mesh", mesh_concepts(assets, report, steps)))
         sources.append(("medic", medic_concepts(assets, report, steps)))
         xrefs: Dict[str, List[Mapping]] = {"doid": [], "orphanet": [], "hpo": []}
-        for source, path, reader in (
-            ("doid", DOID, lambda p, s, x: read_obograph(p, "DOID", (), types=["Disease"], source="doid", stats=s,
-                                                         xrefs=x)),
-            ("orphanet", ORDO, lambda p, s, x: read_obograph(p, "Orphanet", ORDO_ROOTS, types=["Disease"],
-                                                             source="orphanet", stats=s, xrefs=x)),
-            ("ncit", NCIT, lambda p, s, x: read_obograph(p, "NCIT", NCIT_ROOTS, types=["Disease"], source="ncit",
-                                                         stats=s, xrefs=x)),
-            ("hpo", HPO, lambda p, s, x: read_obo(p, ("HP",), HPO_ROOTS, types=["Phenotype"], source="hpo",
-                                                  stats=s, xrefs=x)),
-        ):
-            stats = ReadStats(source)
-            sink: List[Mapping] = xrefs.get(source, [])
-            full_path = _need(assets, path)
-            concepts = steps.run(source, lambda: list(reader(full_path, stats, sink)))
-            report.sources.append(stats)
-            sources.append((source, concepts))
-        mappings: List[Mapping] = []
-        for table in MONDO_TABLES:
-            if table == "umls" and not umls_glue:
-                continue
-            stats = ReadStats(f"mondo-{table}")
-            table_path = _need(assets, MONDO_TABLE.format(table))
-            mappings.extend(steps.run(f"MONDO {table}", lambda: list(read_sssom(table_path, stats=stats))))
-            report.sources.append(stats)
-        for source, found in xrefs.items():
-            allowed = tuple(v for v in XREF_VOCABULARIES[source] if umls_glue or v != "UMLS")
-            kept = _xrefs_kept(found, allowed)
-            report.notes.append(f"{source} xrefs: {len(kept):,} of {len(found):,} used ({', '.join(allowed)})")
-            mappings.extend(m._replace(source=f"{source}-xrefs") for m in kept)
+        sources.extend(_ontology_concepts(assets, report, steps, xrefs))
+        mappings = _equivalences(assets, report, steps, xrefs, umls_glue)
         merged, report.merge = steps.run("merge", lambda: merge_equivalent(sources, mappings, mapping_labels))
         kb = steps.run("index", lambda: KnowledgeBase(merged, name="open-biomed"))
     finally:
         steps.close()
     return kb, report
+
+
+def _ontology_concepts(assets: Path, report: BuildReport, steps: _Steps,
+                       xrefs: Dict[str, List[Mapping]]) -> List[Tuple[str, List[Concept]]]:
+    """The concepts of each of :data:`ONTOLOGIES`; the cross-references of those in ``xrefs`` go there."""
+    sources = []
+    for source, path, reader in ONTOLOGIES:
+        stats = ReadStats(source)
+        sink: List[Mapping] = xrefs.get(source, [])
+        full_path = _need(assets, path)
+        concepts = steps.run(source, lambda: list(reader(full_path, stats, sink)))
+        report.sources.append(stats)
+        sources.append((source, concepts))
+    return sources
+
+
+def _equivalences(assets: Path, report: BuildReport, steps: _Steps, xrefs: Dict[str, List[Mapping]],
+                  umls_glue: bool) -> List[Mapping]:
+    """What the merge follows: MONDO's exact-match tables and the vocabularies' own cross-references."""
+    mappings: List[Mapping] = []
+    for table in MONDO_TABLES:
+        if table == "umls" and not umls_glue:
+            continue
+        stats = ReadStats(f"mondo-{table}")
+        table_path = _need(assets, MONDO_TABLE.format(table))
+        mappings.extend(steps.run(f"MONDO {table}", lambda: list(read_sssom(table_path, stats=stats))))
+        report.sources.append(stats)
+    for source, found in xrefs.items():
+        allowed = tuple(v for v in XREF_VOCABULARIES[source] if umls_glue or v != "UMLS")
+        kept = _xrefs_kept(found, allowed)
+        report.notes.append(f"{source} xrefs: {len(kept):,} of {len(found):,} used ({', '.join(allowed)})")
+        mappings.extend(m._replace(source=f"{source}-xrefs") for m in kept)
+    return mappings
 
 
 KB_BUILDERS: Dict[str, Callable[..., Tuple[KnowledgeBase, BuildReport]]] = {
@@ -349,3 +291,7 @@ def build_kb(name: str, assets: PathLike, show_progress: bool = True) -> Tuple[K
         logger.warning("%s: %d source records merged into an earlier record with the same concept_id",
                        name, kb.merged_records)
     return kb, report
+
+
+__all__ = ["BuildReport", "FallbackCheck", "KB_BUILDERS", "MAX_FALLBACK_SHARE", "build_kb", "build_medic", "build_mesh",
+           "build_mesh_medic", "build_open_biomed", "medic_concepts", "mesh_concepts"]

@@ -5,7 +5,13 @@ write them; every other vocabulary is ``PREFIX:ID`` with one canonical prefix
 (``OMIM:613097``, ``DOID:9352``, ``HP:0001250``, ``MONDO:0005148``, ``Orphanet:558``,
 ``NCIT:C2852``, ``UMLS:C0011849``). Upstream files spell the same prefix many ways
 (``MESH:``/``MSH:``/``mesh:``, ``ORDO:``/``ORPHA:``/``Orphanet_``, ``NCI:``,
-``UMLS_CUI:``, CTD's ``DO:DOID:``, OBO PURLs); they all end up here.
+``UMLS_CUI:``/``CUI:``, CTD's ``DO:DOID:``, OBO PURLs); they all end up here.
+
+This is the one ID grammar of the project: the KB builders (:mod:`spacy_sapbert.sources`),
+the gold IDs of the PubTator corpora (:mod:`spacy_sapbert.training.corpora`) and
+:meth:`spacy_sapbert.kb.KnowledgeBase.resolve` all parse here, so a gold ``CUI:C0011849``,
+``MSH:D012174`` or ``ORPHA:558`` is the very string a KB holds (``UMLS:C0011849``,
+``D012174``, ``Orphanet:558``) instead of an ID no concept carries.
 """
 from __future__ import annotations
 

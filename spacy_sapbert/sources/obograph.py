@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Sequence, Set, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 from ..errors import InputError
 from ..kb import Concept
@@ -53,11 +53,41 @@ def read_obograph(path: PathLike, id_prefix: Optional[str] = None, roots: Sequen
     ``roots`` keeps only classes under those (NCIt: ``NCIT:C7057`` "Disease, Disorder or
     Finding" drops the genes and anatomy the disease subset drags in; ORDO:
     ``Orphanet:C001`` "clinical entity" drops genes, geography, inheritance modes).
-    Synonyms with other predicates (related, narrow, broad) are counted, not kept.
+    Synonyms with other predicates (related, narrow, broad) are counted, not kept; with
+    ``xrefs`` given, each class's cross-references are appended to it.
     """
     source = source or (id_prefix or "obograph").lower()
     stats = ensure_stats(stats, source, path)
-    document = load_json(path)
+    nodes, parents = _classes_and_parents(load_json(path), path)
+    obsolete_branch: Set[str] = descendants(parents, ["ObsoleteClass"])
+    keep: Optional[Set[str]] = descendants(parents, roots) if roots else None
+    for curie, node in nodes.items():
+        stats.records += 1
+        if curie == "ObsoleteClass":
+            stats.skip("obsolete_class")
+            continue
+        if id_prefix is not None and curie.partition(":")[0] != id_prefix:
+            stats.skip("class_of_other_ontology")
+            continue
+        concept_id = parse_id(curie, path, None, f"node {node['id']}")
+        if _is_obsolete(node) or curie in obsolete_branch:
+            stats.skip("obsolete_class")
+            continue
+        if keep is not None and curie not in keep:
+            stats.skip("class_outside_roots")
+            continue
+        concept = _concept(concept_id, node, synonym_preds, types, stats)
+        if concept is None:
+            continue
+        if xrefs is not None:
+            xrefs.extend(_xrefs(concept_id, node, source, stats))
+        stats.kept(len(concept.names))
+        yield concept
+    logger.debug("%s", stats.summary())
+
+
+def _classes_and_parents(document: object, path: PathLike) -> Tuple["OrderedDict[str, dict]", Dict[str, List[str]]]:
+    """The classes of every graph by CURIE (the first node of each), and each class's ``is_a`` parents."""
     if not isinstance(document, dict) or not isinstance(document.get("graphs"), list):
         raise InputError("not an OBO Graphs document (no top-level 'graphs' list)", path, field="graphs")
     nodes: "OrderedDict[str, dict]" = OrderedDict()
@@ -76,46 +106,35 @@ def read_obograph(path: PathLike, id_prefix: Optional[str] = None, roots: Sequen
                 raise InputError("edge needs string 'sub', 'pred' and 'obj'", path, field=f"graphs[{g}].edges[{e}]")
             if edge["pred"] == "is_a":
                 parents.setdefault(_curie(edge["sub"]), []).append(_curie(edge["obj"]))
-    obsolete_branch: Set[str] = descendants(parents, ["ObsoleteClass"])
-    keep: Optional[Set[str]] = descendants(parents, roots) if roots else None
-    for curie, node in nodes.items():
-        stats.records += 1
-        if curie == "ObsoleteClass":
-            stats.skip("obsolete_class")
+    return nodes, parents
+
+
+def _concept(concept_id: str, node: dict, synonym_preds: Sequence[str], types: Sequence[str],
+             stats: ReadStats) -> Optional[Concept]:
+    """The concept of a class that is kept: its label, synonyms of ``synonym_preds``, definition."""
+    label = str(node.get("lbl") or "").strip()
+    if not label:
+        stats.skip("class_without_label")
+        return None
+    meta = node.get("meta") or {}
+    names = [label]
+    for synonym in meta.get("synonyms") or []:
+        pred = str(synonym.get("pred", ""))
+        if pred in synonym_preds:
+            names.append(str(synonym.get("val", "")).strip())
+        else:
+            stats.skip(f"synonym_{pred or 'without_predicate'}")
+    names = list(OrderedDict.fromkeys(n for n in names if n))
+    definition = ((meta.get("definition") or {}).get("val") or "").strip() or None
+    return Concept(concept_id, names[0], names[1:], list(types), definition)
+
+
+def _xrefs(concept_id: str, node: dict, source: str, stats: ReadStats) -> Iterator[Mapping]:
+    for xref in (node.get("meta") or {}).get("xrefs") or []:
+        try:
+            target = normalize_curie(str(xref.get("val", "")))
+        except ValueError:
+            stats.skip("xref_malformed")
             continue
-        if id_prefix is not None and curie.partition(":")[0] != id_prefix:
-            stats.skip("class_of_other_ontology")
-            continue
-        concept_id = parse_id(curie, path, None, f"node {node['id']}")
-        if _is_obsolete(node) or curie in obsolete_branch:
-            stats.skip("obsolete_class")
-            continue
-        if keep is not None and curie not in keep:
-            stats.skip("class_outside_roots")
-            continue
-        label = str(node.get("lbl") or "").strip()
-        if not label:
-            stats.skip("class_without_label")
-            continue
-        meta = node.get("meta") or {}
-        names = [label]
-        for synonym in meta.get("synonyms") or []:
-            pred = str(synonym.get("pred", ""))
-            if pred in synonym_preds:
-                names.append(str(synonym.get("val", "")).strip())
-            else:
-                stats.skip(f"synonym_{pred or 'without_predicate'}")
-        names = list(OrderedDict.fromkeys(n for n in names if n))
-        definition = ((meta.get("definition") or {}).get("val") or "").strip() or None
-        if xrefs is not None:
-            for xref in meta.get("xrefs") or []:
-                try:
-                    target = normalize_curie(str(xref.get("val", "")))
-                except ValueError:
-                    stats.skip("xref_malformed")
-                    continue
-                if target is not None and target != concept_id:
-                    xrefs.append(Mapping(concept_id, target, "oboInOwl:hasDbXref", source=source))
-        stats.kept(len(names))
-        yield Concept(concept_id, names[0], names[1:], list(types), definition)
-    logger.debug("%s", stats.summary())
+        if target is not None and target != concept_id:
+            yield Mapping(concept_id, target, "oboInOwl:hasDbXref", source=source)

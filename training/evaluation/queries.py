@@ -31,9 +31,10 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from spacy_sapbert.normalize import normalize
+from spacy_sapbert.sources.ids import vocabulary
 from spacy_sapbert.sources.textfile import iter_lines
 
-from .corpora import Document, Mention, read_pubtator
+from ..corpora import Document, Mention, read_pubtator
 
 logger = logging.getLogger(__name__)
 
@@ -156,7 +157,7 @@ _SLASH = re.compile(r"(?P<before>(?:.* )*)(?P<left>.*)/(?P<right>.*)?(?P<after>(
 
 def resolve_ids(ids: Sequence[str]) -> Tuple[str, ...]:
     """BioSyn's "auxiliary ID" rule: a list mixing OMIM with MeSH IDs keeps only the MeSH ones."""
-    omim = [i.startswith("OMIM:") for i in ids]
+    omim = [vocabulary(i) == "OMIM" for i in ids]
     if any(omim) and not all(omim):
         return tuple(i for i, is_omim in zip(ids, omim) if not is_omim)
     return tuple(ids)

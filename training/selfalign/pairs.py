@@ -29,7 +29,7 @@ from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb import MAX_PAIRS_PER_CONCEPT, KnowledgeBase
 from spacy_sapbert.normalize import normalize
 
-from .corpora import Document
+from ..corpora import Document
 
 logger = logging.getLogger(__name__)
 

@@ -3,9 +3,10 @@
 The NER pipeline finds the spans in raw text, the ``sapbert_linker`` pipe gives each one a
 concept (``ent.kb_id_``), and a predicted pair counts only if a gold mention has exactly
 that character span and that concept. IDs are compared through the knowledge base
-(``KnowledgeBase.resolve``), so a gold ``OMIM:…`` that the KB merged into a MeSH concept
-matches that concept. A composite gold mention contributes one pair per part; gold mentions
-without an ID (``-1``) are left out and predictions on their spans are ignored.
+(:func:`spacy_sapbert.matching.concept_key`, the rule the Acc@k evaluation uses too), so a
+gold ``OMIM:…`` that the KB merged into a MeSH concept matches that concept. A composite gold
+mention contributes one pair per part; gold mentions without an ID (``-1``) are left out and
+predictions on their spans are ignored.
 
 Next to it, the same linker is run on the gold spans (the NER model's errors taken out):
 its top-1 accuracy over the single-concept mentions, so the two numbers show how much the
@@ -24,8 +25,9 @@ from spacy.util import filter_spans
 from tqdm import tqdm
 
 from spacy_sapbert.kb import KnowledgeBase
-from training.corpora import Document
-from training.ner_eval import PRF
+from spacy_sapbert.matching import concept_key
+from ..corpora import Document
+from .scores import PRF
 
 logger = logging.getLogger(__name__)
 
@@ -35,16 +37,6 @@ ABBREVIATION_PIPE = "abbreviation_detector"
 ABBREVIATION_ENTITIES_PIPE = "abbreviation_entities"
 Pair = Tuple[str, int, int, str]
 """(pmid, start_char, end_char, concept key)."""
-
-
-def concept_key(any_id: str, kb: Optional[KnowledgeBase]) -> str:
-    """The KB concept an ID belongs to (its primary ID), or the ID itself if the KB lacks it."""
-    primary = any_id.split("|")[0]
-    if kb is not None:
-        concept = kb.resolve(primary)
-        if concept is not None:
-            return concept.ids[0]
-    return primary
 
 
 def gold_pairs(documents: Iterable[Document], label_map: Mapping[str, str], kb: Optional[KnowledgeBase]
@@ -205,8 +197,8 @@ def run_e2e(ner_model: PathLike, bc5cdr_dev: Optional[PathLike], ncbi_test: Opti
     own linker: a KB file or a saved pipeline with a ``sapbert_linker`` (see ner_linker_pipeline)."""
     import json
 
-    from training.corpora import read_pubtator
-    from training.ner import BC5CDR_LABELS, DISEASE, NCBI_LABELS
+    from ..corpora import read_pubtator
+    from .data import BC5CDR_LABELS, DISEASE, NCBI_LABELS
 
     jobs = [("BC5CDR dev", bc5cdr_dev, bc5cdr_linker, BC5CDR_LABELS, None),
             ("NCBI test", ncbi_test, ncbi_linker, NCBI_LABELS, [DISEASE])]

@@ -30,8 +30,10 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 from spacy_sapbert.encoder import MINILM_ALIASES
 from spacy_sapbert.errors import InputError
 
-from .baselines import BASELINES, LinkingSystem, make_system
-from .evaluate import DATASETS, EvalSet, Loader, evaluate
+from .accuracy import evaluate
+from .baselines import BASELINES, make_system
+from .datasets import DATASETS, EvalSet, Loader
+from .systems import LinkingSystem
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """``sapbert evaluate`` and ``sapbert evaluate-report``.
 
-Registered on the ``sapbert`` app by :func:`training.cli.register`.
+Registered on the ``sapbert`` app by :func:`spacy_sapbert.training.cli.register`.
 """
 from __future__ import annotations
 
@@ -11,14 +11,9 @@ from typing import Any, Dict, List, Optional
 
 import typer
 
-from spacy_sapbert.errors import InputError
+from spacy_sapbert.errors import InputError, exit_on_input_error
 
 logger = logging.getLogger(__name__)
-
-
-def _fail(err: Exception) -> None:
-    typer.echo(f"error: {err}", err=True)
-    raise typer.Exit(2)
 
 
 def evaluate_command(
@@ -50,26 +45,16 @@ def evaluate_command(
     abbreviations: bool = typer.Option(True, help="Expand abbreviations from the abstract (the protocol)."),
 ) -> None:
     """Acc@1/Acc@5 under the BioSyn/SapBERT protocol, with sub-populations, for each system and dataset."""
-    from .eval_suite import Suite
+    from .suite import Suite
 
     modes = ["kb", "kb+train"] if both else (["kb"] if kb_only else ["kb+train"])
-    custom: Optional[Dict[str, Any]] = None
-    try:
-        if corpus is not None:
-            if kb is None or len(dataset) != 1:
-                raise InputError("--corpus needs --kb and exactly one --dataset NAME to call it", corpus)
-            custom = {"name": dataset[0], "eval_file": corpus, "train_files": list(train or []), "kb_file": kb,
-                      "types": list(types) if types else None}
-        elif kb is not None or train or types:
-            raise InputError("--kb, --train and --type go with --corpus; named datasets bring their own")
+    with exit_on_input_error():
+        custom = _custom_dataset(dataset, corpus, kb, train, types)
         suite = Suite(dataset, model, modes, assets_dir=assets, kbs_dir=kbs, output_dir=output_dir, pooling=pooling,
                       device=device, batch_size=batch_size, skip_missing=skip_missing,
                       expand_abbreviations=abbreviations, predictions_dir=predictions, custom=custom,
                       precision=precision)
         results = suite.run()
-    except InputError as err:
-        _fail(err)
-        return
     if as_json:
         typer.echo(json.dumps(results, indent=1, ensure_ascii=False))
         return
@@ -86,14 +71,26 @@ def report_command(
                                                   help="Markdown with every sub-population table."),
 ) -> None:
     """Render measured results (plus the quoted published figures, apart) as Markdown."""
-    from .eval_report import write_report
+    from .report import write_report
 
-    try:
+    with exit_on_input_error():
         write_report(metrics_dir, table, readme, subpopulations)
-    except InputError as err:
-        _fail(err)
+
+
+def _custom_dataset(dataset: List[str], corpus: Optional[Path], kb: Optional[Path], train: Optional[List[Path]],
+                    types: Optional[List[str]]) -> Optional[Dict[str, Any]]:
+    """The dataset ``--corpus`` describes, or None for named datasets (which bring their own files)."""
+    if corpus is not None:
+        if kb is None or len(dataset) != 1:
+            raise InputError("--corpus needs --kb and exactly one --dataset NAME to call it", corpus)
+        return {"name": dataset[0], "eval_file": corpus, "train_files": list(train or []), "kb_file": kb,
+                "types": list(types) if types else None}
+    if kb is not None or train or types:
+        raise InputError("--kb, --train and --type go with --corpus; named datasets bring their own")
+    return None
 
 
 def register(app: typer.Typer) -> None:
+    """Add ``evaluate`` and ``evaluate-report`` to the ``sapbert`` app."""
     app.command("evaluate")(evaluate_command)
     app.command("evaluate-report")(report_command)

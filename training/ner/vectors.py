@@ -56,7 +56,7 @@ def build_minilm_vectors(corpora: Sequence[PathLike], kbs: Sequence[PathLike], o
     from spacy_sapbert.encoder import Encoder
     from spacy_sapbert.kb import KnowledgeBase
     from spacy_sapbert.tokenizer import scispacy_blank
-    from training.corpora import read_pubtator
+    from ..corpora import read_pubtator
 
     if not corpora:
         raise InputError("no training corpus given for the vocabulary", field="corpora")

@@ -10,6 +10,8 @@ from typing import List, Optional
 
 import typer
 
+from spacy_sapbert.errors import exit_on_input_error
+
 logger = logging.getLogger(__name__)
 
 
@@ -25,11 +27,12 @@ def ner_data(
         True, help="Tokenise like configs/ner.cfg: scispaCy's tokenizer plus hyphen/slash splits."),
 ) -> None:
     """Convert the PubTator corpora to spaCy DocBin files for ``spacy train``."""
-    from training.ner import CorpusPaths, build_ner_corpus
+    from .corpus import CorpusPaths, build_ner_corpus
 
-    paths = CorpusPaths.from_folder(corpora, with_ncbi=with_ncbi)
-    build_ner_corpus(paths, output, misaligned=misaligned, unit=unit,
-                     mask_ncbi_chemicals=mask_ncbi_chemicals, split_hyphens=split_hyphens)
+    with exit_on_input_error():
+        paths = CorpusPaths.from_folder(corpora, with_ncbi=with_ncbi)
+        build_ner_corpus(paths, output, misaligned=misaligned, unit=unit,
+                         mask_ncbi_chemicals=mask_ncbi_chemicals, split_hyphens=split_hyphens)
 
 
 def ner_evaluate(
@@ -38,11 +41,12 @@ def ner_evaluate(
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the scores as JSON here."),
 ) -> None:
     """Print precision/recall/F1 per label on BC5CDR dev and NCBI test (exact character spans)."""
-    from training.ner import CorpusPaths
-    from training.ner_eval import evaluate_ner, format_report
+    from .corpus import CorpusPaths
+    from .scores import evaluate_ner, format_report
 
-    paths = CorpusPaths.from_folder(corpora)
-    reports = evaluate_ner(model, paths.bc5cdr_dev, paths.ncbi_test, output)
+    with exit_on_input_error():
+        paths = CorpusPaths.from_folder(corpora)
+        reports = evaluate_ner(model, paths.bc5cdr_dev, paths.ncbi_test, output)
     for report in reports:
         typer.echo(format_report(report) + "\n")
 
@@ -59,12 +63,14 @@ def ner_e2e(
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the scores as JSON here."),
 ) -> None:
     """NER + linking on raw documents: P/R/F1 of (span, concept ID) pairs, and Acc@1 on gold spans."""
-    from training.e2e import run_e2e
-    from training.ner import CorpusPaths
+    from .corpus import CorpusPaths
+    from .e2e import run_e2e
 
-    paths = CorpusPaths.from_folder(corpora)
-    for result in run_e2e(ner_model, paths.bc5cdr_dev, paths.ncbi_test, bc5cdr_linker=bc5cdr_linker,
-                          ncbi_linker=ncbi_linker, model=model, abbreviations=abbreviations, output=output):
+    with exit_on_input_error():
+        paths = CorpusPaths.from_folder(corpora)
+        results = run_e2e(ner_model, paths.bc5cdr_dev, paths.ncbi_test, bc5cdr_linker=bc5cdr_linker,
+                          ncbi_linker=ncbi_linker, model=model, abbreviations=abbreviations, output=output)
+    for result in results:
         typer.echo(result.summary())
 
 
@@ -77,9 +83,10 @@ def ner_vectors(
     device: str = typer.Option("auto", help="cpu, cuda or auto."),
 ) -> None:
     """Static word vectors for configs/ner_vectors.cfg, distilled from a sentence encoder."""
-    from training.ner_vectors import build_minilm_vectors
+    from .vectors import build_minilm_vectors
 
-    build_minilm_vectors(corpus, kb, output, model=model, min_kb_count=min_kb_count, device=device)
+    with exit_on_input_error():
+        build_minilm_vectors(corpus, kb, output, model=model, min_kb_count=min_kb_count, device=device)
 
 
 def register(app: typer.Typer) -> None:

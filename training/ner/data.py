@@ -1,4 +1,5 @@
-"""PubTator corpora → spaCy ``DocBin`` files for the project's CHEMICAL/DISEASE NER model.
+"""PubTator documents → tokenised spaCy ``Doc`` objects with entities, for the project's CHEMICAL/DISEASE NER
+model (:mod:`spacy_sapbert.training.ner.corpus` writes them as DocBin files).
 
 The text is cut by scispaCy's tokenizer (see :mod:`spacy_sapbert.tokenizer`) so that the
 trained model's spans sit on the same token boundaries as scispaCy's pipelines. PubTator gold
@@ -12,12 +13,11 @@ would label it ``O``); ``expand`` and ``contract`` are available too, with the s
 Labels follow scispaCy's ``en_ner_bc5cdr_md``: CHEMICAL and DISEASE. The NCBI disease corpus
 annotates diseases only, so the chemicals in its text are unannotated; adding it to the
 training data as it is would teach the model that they are not entities. Optionally
-(``mask_lexicon``), the tokens of NCBI text that match a chemical name seen in BC5CDR train are
+(:func:`mask_unannotated`), the tokens of NCBI text that match a chemical name seen in BC5CDR train are
 marked missing instead of ``O``.
 """
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -27,12 +27,11 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 from spacy.language import Language
 from spacy.matcher import PhraseMatcher
 from spacy.pipeline import Sentencizer
-from spacy.tokens import Doc, DocBin, Span
+from spacy.tokens import Doc, Span
 from spacy.util import filter_spans
 from tqdm import tqdm
 
-from spacy_sapbert.errors import InputError
-from training.corpora import Document, read_pubtator
+from ..corpora import Document, Mention
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +47,8 @@ NCBI_LABELS: Dict[str, str] = {
     "CompositeMention": DISEASE,
 }
 ALIGNMENT_MODES = ("missing", "expand", "contract")
-UNITS = ("document", "sentence")
+MAX_EXAMPLES = 20
+"""Misaligned mentions quoted in the conversion stats."""
 
 
 @dataclass
@@ -81,7 +81,8 @@ class ConversionStats:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for name in ("mentions", "entities", "misaligned", "overlapping", "unlabelled"):
             getattr(self, name).update(getattr(other, name))
-        self.misaligned_examples.extend(other.misaligned_examples[: max(0, 20 - len(self.misaligned_examples))])
+        room = max(0, MAX_EXAMPLES - len(self.misaligned_examples))
+        self.misaligned_examples.extend(other.misaligned_examples[:room])
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -137,24 +138,47 @@ def document_to_doc(
             stats.unlabelled[mention.type] += 1
             continue
         stats.mentions[label] += 1
-        span = doc.char_span(mention.start, mention.end, label=label)
-        if span is None:
-            stats.misaligned[label] += 1
-            expanded = doc.char_span(mention.start, mention.end, label=label, alignment_mode="expand")
-            contracted = doc.char_span(mention.start, mention.end, label=label, alignment_mode="contract")
-            contracted = contracted if contracted is not None and len(contracted) else None
-            stats.expand_possible += expanded is not None
-            stats.contract_possible += contracted is not None
-            if len(stats.misaligned_examples) < 20:
-                around = expanded.text if expanded is not None else "?"
-                stats.misaligned_examples.append(
-                    f"{source}{document.pmid} {mention.start}-{mention.end} {label} {mention.text!r} in {around!r}")
-            span = {"expand": expanded, "contract": contracted}.get(misaligned)
-            if span is None:
-                if expanded is not None:
-                    missing_tokens.update(range(expanded.start, expanded.end))
-                continue
-        entities.append(span)
+        span = _mention_span(doc, mention, label, misaligned, stats, missing_tokens, f"{source}{document.pmid}")
+        if span is not None:
+            entities.append(span)
+    kept, missing = _set_entities(doc, entities, missing_tokens, stats)
+    if sentencizer is not None:
+        protected = [(s.start, s.end) for s in kept] + [(s.start, s.end) for s in missing]
+        _sentence_starts(doc, sentencizer, protected)
+        stats.sentences += sum(1 for _ in doc.sents)
+    stats.documents += 1
+    stats.tokens += len(doc)
+    return doc
+
+
+def _mention_span(doc: Doc, mention: Mention, label: str, misaligned: str, stats: ConversionStats,
+                  missing_tokens: Set[int], where: str) -> Optional[Span]:
+    """The mention's entity span, or None. A mention off token boundaries is counted (with what
+    ``expand``/``contract`` would give), then snapped as ``misaligned`` says or, failing that,
+    its tokens are added to ``missing_tokens``."""
+    span = doc.char_span(mention.start, mention.end, label=label)
+    if span is not None:
+        return span
+    stats.misaligned[label] += 1
+    expanded = doc.char_span(mention.start, mention.end, label=label, alignment_mode="expand")
+    contracted = doc.char_span(mention.start, mention.end, label=label, alignment_mode="contract")
+    contracted = contracted if contracted is not None and len(contracted) else None
+    stats.expand_possible += expanded is not None
+    stats.contract_possible += contracted is not None
+    if len(stats.misaligned_examples) < MAX_EXAMPLES:
+        around = expanded.text if expanded is not None else "?"
+        stats.misaligned_examples.append(
+            f"{where} {mention.start}-{mention.end} {label} {mention.text!r} in {around!r}")
+    span = {"expand": expanded, "contract": contracted}.get(misaligned)
+    if span is None and expanded is not None:
+        missing_tokens.update(range(expanded.start, expanded.end))
+    return span
+
+
+def _set_entities(doc: Doc, entities: List[Span], missing_tokens: Set[int], stats: ConversionStats
+                  ) -> Tuple[List[Span], List[Span]]:
+    """Set ``doc``'s entities (overlaps resolved by length and counted) and missing tokens;
+    returns the entities and missing spans kept."""
     kept = filter_spans(entities)
     if len(kept) < len(entities):
         kept_set = {(s.start, s.end, s.label_) for s in kept}
@@ -168,13 +192,7 @@ def document_to_doc(
     doc.set_ents(kept, missing=missing, default="outside")
     for span in kept:
         stats.entities[span.label_] += 1
-    if sentencizer is not None:
-        protected = [(s.start, s.end) for s in kept] + [(s.start, s.end) for s in missing]
-        _sentence_starts(doc, sentencizer, protected)
-        stats.sentences += sum(1 for _ in doc.sents)
-    stats.documents += 1
-    stats.tokens += len(doc)
-    return doc
+    return kept, missing
 
 
 def convert_documents(
@@ -228,99 +246,3 @@ def mask_unannotated(nlp: Language, docs: Sequence[Doc], lexicon: Iterable[str])
 def split_sentences(docs: Iterable[Doc]) -> List[Doc]:
     """One ``Doc`` per sentence (entities and missing marks carried over)."""
     return [sent.as_doc() for doc in docs for sent in doc.sents]
-
-
-def write_docbin(docs: Iterable[Doc], path: PathLike) -> int:
-    """Write ``docs`` to a ``.spacy`` file; returns the number written."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    docbin = DocBin(attrs=["ORTH", "ENT_IOB", "ENT_TYPE", "SENT_START"], store_user_data=False)
-    count = 0
-    for doc in docs:
-        docbin.add(doc)
-        count += 1
-    docbin.to_disk(path)
-    return count
-
-
-@dataclass
-class CorpusPaths:
-    """The PubTator files a NER corpus is built from (NCBI files optional)."""
-
-    bc5cdr_train: Path
-    bc5cdr_dev: Path
-    ncbi_train: Optional[Path] = None
-    ncbi_test: Optional[Path] = None
-
-    @classmethod
-    def from_folder(cls, corpora: PathLike, with_ncbi: bool = True) -> "CorpusPaths":
-        """The mirror's layout: ``<corpora>/bc5cdr/CDR_*.PubTator.txt``, ``<corpora>/ncbi-disease/NCBI*_corpus.txt``."""
-        corpora = Path(corpora)
-        paths = cls(
-            bc5cdr_train=corpora / "bc5cdr" / "CDR_TrainingSet.PubTator.txt",
-            bc5cdr_dev=corpora / "bc5cdr" / "CDR_DevelopmentSet.PubTator.txt",
-            ncbi_train=corpora / "ncbi-disease" / "NCBItrainset_corpus.txt" if with_ncbi else None,
-            ncbi_test=corpora / "ncbi-disease" / "NCBItestset_corpus.txt",
-        )
-        for name, path in asdict(paths).items():
-            if path is not None and not Path(path).is_file():
-                raise InputError(f"corpus file for {name} not found", path)
-        return paths
-
-
-def build_ner_corpus(
-    paths: CorpusPaths,
-    output: PathLike,
-    nlp: Optional[Language] = None,
-    misaligned: str = "missing",
-    unit: str = "document",
-    mask_ncbi_chemicals: bool = True,
-    split_hyphens: bool = True,
-) -> Dict[str, ConversionStats]:
-    """Write ``train.spacy``, ``dev.spacy`` (and ``ncbi_test.spacy``) plus ``stats.json`` to ``output``.
-
-    train = BC5CDR train (+ NCBI train, DISEASE only), dev = BC5CDR dev, ncbi_test = NCBI test
-    (held out, for reporting). Returns the stats per output file. ``split_hyphens`` must match
-    the training config's tokenizer (configs/ner.cfg: true); ``nlp``, when given, wins over it.
-    """
-    if unit not in UNITS:
-        raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")
-    if nlp is None:
-        from spacy_sapbert.tokenizer import scispacy_blank
-
-        nlp = scispacy_blank(split_hyphens=split_hyphens)
-    output = Path(output)
-    stats: Dict[str, ConversionStats] = {}
-
-    train_docs, stats["train/bc5cdr"] = convert_documents(
-        nlp, read_pubtator(paths.bc5cdr_train), BC5CDR_LABELS, misaligned, source="bc5cdr-train:")
-    if paths.ncbi_train is not None:
-        ncbi_docs, ncbi_stats = convert_documents(
-            nlp, read_pubtator(paths.ncbi_train), NCBI_LABELS, misaligned, source="ncbi-train:")
-        if mask_ncbi_chemicals:
-            ncbi_stats.masked_spans = mask_unannotated(nlp, ncbi_docs, chemical_lexicon(train_docs))
-        stats["train/ncbi"] = ncbi_stats
-        train_docs += ncbi_docs
-    dev_docs, stats["dev"] = convert_documents(
-        nlp, read_pubtator(paths.bc5cdr_dev), BC5CDR_LABELS, misaligned, source="bc5cdr-dev:")
-    outputs = {"train.spacy": train_docs, "dev.spacy": dev_docs}
-    if paths.ncbi_test is not None:
-        test_docs, stats["ncbi_test"] = convert_documents(
-            nlp, read_pubtator(paths.ncbi_test), NCBI_LABELS, misaligned, source="ncbi-test:")
-        outputs["ncbi_test.spacy"] = test_docs
-    for name, docs in outputs.items():
-        if unit == "sentence":
-            docs = split_sentences(docs)
-        count = write_docbin(docs, output / name)
-        logger.info("wrote %s: %d docs", output / name, count)
-    for name, part in stats.items():
-        logger.info("%s: %s", name, part.summary())
-        for example in part.misaligned_examples[:5]:
-            logger.info("  misaligned: %s", example)
-    settings = {"misaligned": misaligned, "unit": unit, "mask_ncbi_chemicals": mask_ncbi_chemicals,
-                "tokenizer": dict(nlp.config["nlp"]["tokenizer"]),
-                "inputs": {k: str(v) for k, v in asdict(paths).items() if v is not None}}
-    (output / "stats.json").write_text(
-        json.dumps({"settings": settings, "stats": {k: v.to_dict() for k, v in stats.items()}}, indent=2) + "\n",
-        encoding="utf-8")
-    return stats

@@ -1,0 +1,61 @@
+"""``sapbert annotate``: documents in, entities with concept IDs out (JSONL), streaming and
+resumable (spacy_sapbert.annotate does the work; this is its command line)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from ..errors import exit_on_input_error
+from .options import DeviceOption
+from .pipelines import load_pipeline
+
+SOURCE_HELP = "Input: a text file (one document per line), a folder of .txt files, JSONL, or PubTator."
+PIPELINE_HELP = "'default' (the embedded pipeline), a saved pipeline folder or an installed spaCy package."
+
+
+def annotate_command(  # a typer signature: one parameter per option, longer than the usual function
+    source: Path = typer.Argument(..., help=SOURCE_HELP),
+    output: Path = typer.Option(..., "--output", "-o", help="JSONL file to write (resumed if it exists)."),
+    pipeline: str = typer.Option("default", "--pipeline", "-p", help=PIPELINE_HELP),
+    fmt: str = typer.Option("auto", "--format", "-f", help="auto, text, jsonl or pubtator."),
+    text_field: str = typer.Option("text", "--text-field", help="JSONL: field holding the text."),
+    id_field: str = typer.Option("id", "--id-field", help="JSONL: field holding the document ID ('' = line "
+                                 "number)."),
+    batch_size: int = typer.Option(32, "--batch-size", help="Documents per nlp.pipe batch."),
+    n_process: int = typer.Option(1, "--n-process", help="Worker processes for nlp.pipe."),
+    strict: bool = typer.Option(False, "--strict", help="Stop at the first malformed record (default: skip it "
+                                "and count it)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Start OUTPUT afresh instead of resuming it."),
+    show: bool = typer.Option(False, "--show", help="Also print each document's entities and concepts."),
+    device: DeviceOption = None,
+) -> None:
+    """Annotate documents with entities and concept IDs into JSONL: streaming, resumable, with a summary."""
+    from ..annotate import annotate, preflight
+
+    with exit_on_input_error():
+        # everything that needs no pipeline is checked before one is loaded (seconds)
+        preflight(source, output, resume=not overwrite, fmt=fmt, text_field=text_field, id_field=id_field or None)
+        nlp = load_pipeline(pipeline, device)
+        summary = annotate(nlp, source, output, fmt=fmt, text_field=text_field, id_field=id_field or None,
+                           batch_size=batch_size, n_process=n_process, strict=strict, resume=not overwrite)
+    if show:
+        show_annotations(output)
+    for line in summary.lines():
+        typer.echo(line)
+
+
+def show_annotations(path: Path) -> None:
+    """A readable listing of an output file: each document, then its entities with their concepts."""
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            record = json.loads(line)
+            text = record["text"]
+            typer.echo(f"\n[{record['id']}] {text[:100]}{'…' if len(text) > 100 else ''}")
+            for ent in record["entities"]:
+                concept = f"{ent['concept_id']}  {ent['concept_name']}" if ent["concept_id"] else "(no concept)"
+                score = f"{ent['score']:.3f}" if ent.get("score") is not None else "  -  "
+                via = f"  (= {ent['long_form']})" if ent.get("long_form") else ""
+                typer.echo(f"  {ent['label']:<9} {ent['text'][:40]:<40} {score}  {concept}{via}")
+    typer.echo("")

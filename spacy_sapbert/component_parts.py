@@ -1,0 +1,96 @@
+"""Where a ``sapbert_linker`` pipe's encoder, KB and index come from: the model, KB and index
+its settings name (loaded on first use), or the folder ``nlp.to_disk`` saved it in::
+
+    <pipeline>/<name>/cfg.json        the format version and the KB's name
+    <pipeline>/<name>/encoder/        HF model folder (safetensors) + sapbert.json
+    <pipeline>/<name>/kb.jsonl.gz     the KB
+    <pipeline>/<name>/index/          NameIndex files (see spacy_sapbert.index_files)
+
+The other settings are in the pipeline's ``config.cfg``, where spaCy keeps them.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple, Union
+
+from .default import DEFAULT_MODEL, default_index_path, default_kb_name, default_kb_path
+from .encoder import Encoder
+from .errors import InputError
+from .index import NameIndex
+from .kb import KnowledgeBase
+from .settings import LinkerSettings
+
+logger = logging.getLogger(__name__)
+
+PathLike = Union[str, Path]
+CFG_FILE = "cfg.json"
+ENCODER_DIR = "encoder"
+KB_FILE = "kb.jsonl.gz"
+INDEX_DIR = "index"
+FORMAT_VERSION = 1
+Parts = Tuple[Encoder, KnowledgeBase, NameIndex]
+
+
+def configured_parts(settings: LinkerSettings, pipe_name: str, encoder: Optional[Encoder] = None,
+                     kb: Optional[KnowledgeBase] = None, index: Optional[NameIndex] = None) -> Parts:
+    """The parts given, and the others as ``settings`` configure them: the model and KB they
+    name (the embedded default's without either), the index they name, the embedded default's
+    index where it fits, or else an index built now (minutes for a large KB: logged)."""
+    embedded = settings.model == DEFAULT_MODEL and not settings.kb
+    if kb is None and not settings.kb and not embedded:
+        raise InputError(f"{pipe_name}: no knowledge base configured for model {settings.model!r}; add the pipe "
+                         "with config={'kb': 'path/to/kb.jsonl.gz'} (the embedded default KB comes with the "
+                         f"embedded default model {DEFAULT_MODEL!r} only)", field="kb")
+    if encoder is None:
+        encoder = Encoder(settings.model, pooling=settings.pooling, max_length=settings.max_length,
+                          device=settings.device, batch_size=settings.encode_batch_size, dtype=settings.precision,
+                          backend=settings.backend)
+    if kb is None:
+        kb = KnowledgeBase.from_jsonl(settings.kb) if settings.kb else \
+            KnowledgeBase.from_jsonl(default_kb_path(), name=default_kb_name())
+    if index is None:
+        index_path = settings.index or (default_index_path() if embedded and settings.index_kind == "flat" and
+                                        settings.pooling is None and settings.max_length is None else None)
+        if index_path:
+            index = NameIndex.load(index_path, encoder=encoder, kb=kb)
+        else:
+            logger.info("%s: building the name index of KB %r (%d concepts) on first use; nlp.to_disk() saves it",
+                        pipe_name, kb.name, len(kb))
+            index = NameIndex.build(kb, encoder, kind=settings.index_kind)
+    return encoder, kb, index
+
+
+def saved_encoder(folder: PathLike, settings: LinkerSettings) -> Encoder:
+    """A saved pipe's encoder: pooling and length are its own (sapbert.json); where and how it
+    runs are the settings' (``spacy.load(..., config=...)`` can change them)."""
+    return Encoder(folder, device=settings.device, batch_size=settings.encode_batch_size, dtype=settings.precision,
+                   backend=settings.backend)
+
+
+def write_cfg(path: PathLike, kb: KnowledgeBase) -> None:
+    """Write what :func:`read_cfg` reads back, and nothing else."""
+    cfg = {"format_version": FORMAT_VERSION, "kb_name": kb.name}
+    Path(path).write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def read_cfg(path: PathLike, pipe_name: str) -> Dict[str, Any]:
+    """A saved pipe's ``cfg.json``, its format version checked. Files written by earlier
+    versions hold more keys (the settings, fingerprints): they are left unread."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"not a saved {pipe_name} component: no {CFG_FILE}", path.parent)
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise InputError(f"invalid JSON ({err})", path) from err
+    if not isinstance(cfg, dict) or cfg.get("format_version") != FORMAT_VERSION:
+        found = cfg.get("format_version") if isinstance(cfg, dict) else None
+        raise InputError(f"unsupported format {found!r} (this version reads {FORMAT_VERSION})", path,
+                         field="format_version")
+    return cfg
+
+
+__all__ = ["CFG_FILE", "ENCODER_DIR", "FORMAT_VERSION", "INDEX_DIR", "KB_FILE", "configured_parts", "read_cfg",
+           "saved_encoder", "write_cfg"]

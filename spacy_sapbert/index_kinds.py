@@ -1,0 +1,139 @@
+"""The FAISS index behind each kind of :class:`~spacy_sapbert.index.NameIndex`.
+
+Vectors are unit length, so inner product is cosine similarity. ``flat`` is exact and
+is the default (MEDIC's ~70k names search in microseconds); ``hnsw`` and ``ivfpq`` are
+for KBs with millions of names, where a flat index is slow (HNSW) or too big (IVF-PQ;
+its scores are approximate). ``pq`` (product quantisation, searched exhaustively) keeps
+a KB of ~10^5 names in a few MB, which is how the embedded default ships its index;
+its scores are approximate too. The two compressed kinds take ``rerank=N``: the top ``N``
+rows of the compressed search are scored again exactly (:func:`rerank_exact`).
+
+FAISS is imported when an index is made or read, not when this module is.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any, Callable, Dict, Tuple
+
+import numpy as np
+
+from .errors import InputError
+
+logger = logging.getLogger(__name__)
+
+INDEX_KINDS = ("flat", "hnsw", "ivfpq", "pq")
+
+
+def faiss_module() -> Any:
+    import faiss
+
+    return faiss
+
+
+def check_kind(kind: str) -> None:
+    if kind not in INDEX_KINDS:
+        raise InputError(f"unknown index kind {kind!r}: use one of {INDEX_KINDS}", field="kind")
+
+
+def make_faiss_index(kind: str, dim: int, vectors: np.ndarray, params: Dict[str, int]) -> Tuple[Any, Dict[str, int]]:
+    """An empty FAISS index of ``kind`` (trained on ``vectors`` if it needs training) and the
+    parameters used: those given in ``params``, the rest derived from the number of vectors."""
+    check_kind(kind)
+    if kind == "flat":
+        if params:
+            raise InputError(f"a flat index takes no parameters, got {sorted(params)}", field="params")
+        return faiss_module().IndexFlatIP(dim), {}
+    makers = {"pq": _make_pq, "hnsw": _make_hnsw, "ivfpq": _make_ivfpq}
+    return makers[kind](dim, vectors, params)
+
+
+def _make_pq(dim: int, vectors: np.ndarray, params: Dict[str, int]) -> Tuple[Any, Dict[str, int]]:
+    faiss = faiss_module()
+    # 8-bit codes of pq_m sub-vectors (dim/4 dimensions by default: 96 bytes per name at dim 384)
+    used = {"pq_m": next(m for m in (dim // 4, dim // 2, dim, 1) if m >= 1 and dim % m == 0), "pq_bits": 8,
+            "rerank": 0}
+    _merge_params(used, params)
+    _check_divides(used["pq_m"], dim)
+    used["pq_bits"] = min(used["pq_bits"], max(1, int(math.log2(max(len(vectors), 2)))))  # small KBs: fewer centroids
+    index = faiss.IndexPQ(dim, used["pq_m"], used["pq_bits"], faiss.METRIC_INNER_PRODUCT)
+    index.pq.cp.min_points_per_centroid = 1
+    index.train(vectors)
+    return index, used
+
+
+def _make_hnsw(dim: int, vectors: np.ndarray, params: Dict[str, int]) -> Tuple[Any, Dict[str, int]]:
+    faiss = faiss_module()
+    used = {"hnsw_m": 32, "ef_construction": 80, "ef_search": 128}
+    _merge_params(used, params)
+    index = faiss.IndexHNSWFlat(dim, used["hnsw_m"], faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.efConstruction = used["ef_construction"]
+    return index, used
+
+
+def _make_ivfpq(dim: int, vectors: np.ndarray, params: Dict[str, int]) -> Tuple[Any, Dict[str, int]]:
+    faiss = faiss_module()
+    # nlist ~ 4·sqrt(n) lists with >= 39 training points each, sub-quantisers of 8 dimensions,
+    # 8-bit codes once there are enough points to train 256 centroids.
+    n = len(vectors)
+    nlist = max(1, min(int(4 * math.sqrt(n)), n // 39))
+    pq_m = next((m for m in (dim // 8, dim // 4, dim // 2, 1) if m >= 1 and dim % m == 0), 1)
+    pq_bits = 8 if n >= 256 * 39 else max(1, min(8, int(math.log2(max(n, 2) / 39)) if n >= 78 else 1))
+    used = {"nlist": nlist, "pq_m": pq_m, "pq_bits": pq_bits, "nprobe": min(nlist, 16), "rerank": 0}
+    _merge_params(used, params)
+    _check_divides(used["pq_m"], dim)
+    if n < 256 * 39:
+        logger.warning("IVF-PQ over %d names is approximate without benefit; it is meant for millions of names", n)
+    quantizer = faiss.IndexFlatIP(dim)
+    index = faiss.IndexIVFPQ(quantizer, dim, used["nlist"], used["pq_m"], used["pq_bits"], faiss.METRIC_INNER_PRODUCT)
+    index.cp.min_points_per_centroid = 1  # small KBs: train anyway, quietly
+    index.pq.cp.min_points_per_centroid = 1
+    index.train(vectors)
+    return index, used
+
+
+def _check_divides(pq_m: int, dim: int) -> None:
+    if dim % pq_m:
+        raise InputError(f"pq_m={pq_m} must divide the vector dimension {dim}", field="pq_m")
+
+
+def _merge_params(used: Dict[str, int], params: Dict[str, int]) -> None:
+    unknown = set(params) - set(used)
+    if unknown:
+        raise InputError(f"unknown index parameter(s) {sorted(unknown)}; this kind takes {sorted(used)}",
+                         field="params")
+    for key, value in params.items():
+        smallest = 0 if key == "rerank" else 1
+        if not isinstance(value, int) or isinstance(value, bool) or value < smallest:
+            raise InputError(f"must be an integer >= {smallest}, got {value!r}", field=key)
+        used[key] = value
+
+
+def configure_search(index: Any, kind: str, params: Dict[str, int], k: int = 0) -> None:
+    """Set the search-time parameters a saved manifest records (FAISS does not save them);
+    an HNSW search explores at least ``k`` candidates, or it could return fewer than ``k``."""
+    if kind == "hnsw":
+        faiss_module().downcast_index(index).hnsw.efSearch = max(int(params.get("ef_search", 128)), k)
+    elif kind == "ivfpq":
+        faiss_module().extract_index_ivf(index).nprobe = int(params.get("nprobe", 16))
+
+
+def rerank_exact(queries: np.ndarray, rows: np.ndarray, lookup: Callable[[np.ndarray], Any],
+                 k: int) -> Tuple[np.ndarray, np.ndarray]:
+    """Score the candidate ``rows`` (n, m) of ``queries`` (n, dim) exactly with the vectors
+    ``lookup(rows)`` returns, and keep the best ``k`` per query (row -1 = no candidate).
+
+    Each distinct candidate is read once, in row order, so a memory-mapped file is read
+    sequentially where candidates share pages."""
+    valid = rows >= 0
+    distinct, inverse = np.unique(np.where(valid, rows, 0), return_inverse=True)
+    table = np.asarray(lookup(distinct), dtype=np.float32)
+    candidates = table[inverse.reshape(rows.shape)]  # (n, m, dim)
+    exact = np.einsum("nd,nmd->nm", queries.astype(np.float32, copy=False), candidates)
+    exact[~valid] = -np.inf
+    order = np.argsort(-exact, axis=1, kind="stable")[:, :k]
+    picked_rows = np.take_along_axis(np.where(valid, rows, -1), order, axis=1)
+    return np.take_along_axis(exact, order, axis=1).astype(np.float32), picked_rows
+
+
+__all__ = ["INDEX_KINDS", "check_kind", "configure_search", "faiss_module", "make_faiss_index", "rerank_exact"]

@@ -1,0 +1,1 @@
+"""Self-alignment training: pairs, the trainer, checkpoints."""

@@ -1,0 +1,60 @@
+"""The trained model folder: a Hugging Face folder the linker loads, with ``sapbert.json`` saying how it was made.
+
+The folder is written whole or not at all (built in a temporary sibling and swapped in), and
+only over a missing or empty folder or an earlier model of the trainer, so an ``--output``
+that points at something else is never destroyed.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any, Callable, Dict, Optional, Union
+
+from spacy_sapbert.atomic import atomic_dir, check_replaceable, remove_stale_temps
+from spacy_sapbert.modelfiles import SETTINGS_FILE
+
+logger = logging.getLogger(__name__)
+
+PathLike = Union[str, Path]
+
+
+def is_model_output(folder: Path) -> bool:
+    """A folder the trainer wrote: its sapbert.json records the training run."""
+    try:
+        settings = json.loads((folder / SETTINGS_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(settings, dict) and isinstance(settings.get("training"), dict)
+
+
+def check_output(folder: PathLike, trained_checkpoint: Optional[Path] = None) -> None:
+    """Refuse to replace a folder this trainer did not write: a missing or empty folder, or an earlier
+    model (``sapbert.json`` with its training record), is replaced whole; anything else is kept.
+
+    ``trained_checkpoint``: None before training (nothing is lost yet); after training, where the
+    trained model is, so that the error says how to export it anyway."""
+    if trained_checkpoint is None:
+        remedy = "Choose a new or empty --output"
+    else:  # the folder changed while training ran
+        remedy = (f"The trained model is in the checkpoint {trained_checkpoint}: run again "
+                  f"with --resume and a new or empty --output to export it")
+    check_replaceable(folder, is_model_output, f"a model written by this trainer (no {SETTINGS_FILE} with a "
+                      f"training record)", remedy)
+
+
+def save_model(folder: Path, accelerator: Any, model: Any, tokenizer: Any,
+               settings: Callable[[], Dict[str, Any]]) -> None:
+    """An HF folder (config, model.safetensors, tokenizer) + sapbert.json, written by the main process.
+
+    ``settings`` is called once the weights and tokenizer are in the temporary folder; a kill at
+    any moment leaves the earlier model or the new one. Every process must call this."""
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        remove_stale_temps(folder.parent, folder.name)
+        with atomic_dir(folder) as tmp:
+            accelerator.unwrap_model(model).save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+            (tmp / SETTINGS_FILE).write_text(json.dumps(settings(), indent=2, default=str), encoding="utf-8")
+        logger.info("model saved to %s", folder)
+    accelerator.wait_for_everyone()
