@@ -19,6 +19,7 @@ from .default import DEFAULT_MODEL, default_index_path, default_kb_name, default
 from .encoder import Encoder
 from .errors import InputError
 from .index import NameIndex
+from .jsonfile import read_json_object
 from .kb import KnowledgeBase
 from .settings import LinkerSettings
 
@@ -81,15 +82,7 @@ def read_cfg(path: PathLike, pipe_name: str) -> Dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"not a saved {pipe_name} component: no {CFG_FILE}", path.parent)
-    try:
-        cfg = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise InputError(f"invalid JSON ({err})", path) from err
-    if not isinstance(cfg, dict) or cfg.get("format_version") != FORMAT_VERSION:
-        found = cfg.get("format_version") if isinstance(cfg, dict) else None
-        raise InputError(f"unsupported format {found!r} (this version reads {FORMAT_VERSION})", path,
-                         field="format_version")
-    return cfg
+    return read_json_object(path, FORMAT_VERSION)
 
 
 __all__ = ["CFG_FILE", "ENCODER_DIR", "FORMAT_VERSION", "INDEX_DIR", "KB_FILE", "configured_parts", "read_cfg",

@@ -22,6 +22,7 @@ import numpy as np
 from .atomic import atomic_dir, check_replaceable, remove_stale_temps
 from .errors import InputError
 from .index_kinds import faiss_module
+from .jsonfile import read_json_object
 
 logger = logging.getLogger(__name__)
 
@@ -105,14 +106,7 @@ def _read_manifest(folder: Path) -> Dict[str, Any]:
         raise InputError("index folder not found", folder)
     if not manifest_path.is_file():
         raise InputError(f"not a saved NameIndex: no {MANIFEST}", folder)
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise InputError(f"invalid JSON ({err})", manifest_path) from err
-    if not isinstance(manifest, dict) or manifest.get("format_version") != FORMAT_VERSION:
-        found = manifest.get("format_version") if isinstance(manifest, dict) else None
-        raise InputError(f"unsupported index format {found!r} (this version reads {FORMAT_VERSION})", manifest_path,
-                         field="format_version")
+    manifest = read_json_object(manifest_path, FORMAT_VERSION, "index")
     for key in REQUIRED_KEYS:
         if key not in manifest:
             raise InputError("missing", manifest_path, field=key)
