@@ -193,8 +193,27 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except FetchError as err:
         logger.error("error: %s", err)
         return 1
+    if mirror is not None and (mirror / BIOSYN_PROTOCOL).is_dir():
+        copy_biosyn_protocol(mirror, args.dest)
     logger.info("%d assets in %s", len(done), args.dest)
     return 0
+
+
+BIOSYN_PROTOCOL = "biosyn-protocol"
+"""BioSyn's preprocessed queries and dictionaries (made by its scripts, see the mirror's README): mirror only."""
+
+
+def copy_biosyn_protocol(mirror: Path, dest: Path) -> None:
+    """Copy the mirror's BioSyn-format evaluation data (a folder tree) into ``dest`` once."""
+    import shutil
+
+    source, target = mirror / BIOSYN_PROTOCOL, dest / BIOSYN_PROTOCOL
+    if target.is_dir():
+        return
+    tmp = target.with_name(f".{target.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(source, tmp)
+    tmp.replace(target)
 
 
 if __name__ == "__main__":

@@ -160,8 +160,10 @@ class Encoder:
         return digest.hexdigest()[:16]
 
     # -- encoding -------------------------------------------------------------------
-    def encode(self, texts: Sequence[str], batch_size: Optional[int] = None, show_progress: bool = False) -> np.ndarray:
-        """Unit-length float32 vectors, one row per text, in input order.
+    def encode(self, texts: Sequence[str], batch_size: Optional[int] = None, show_progress: bool = False,
+               normalize: bool = True) -> np.ndarray:
+        """Unit-length float32 vectors, one row per text, in input order (with ``normalize=False``
+        the raw pooled vectors, which SapBERT's own evaluation ranks by inner product).
 
         Texts longer than ``max_length`` tokens are truncated (names rarely are; a long
         mention keeps its head words). An empty string encodes as ``[CLS] [SEP]``.
@@ -191,16 +193,18 @@ class Encoder:
                 for j, i in enumerate(rows):
                     input_ids[j, : len(ids[i])] = torch.tensor(ids[i], dtype=torch.long)
                     mask[j, : len(ids[i])] = 1
-                vectors = self._forward(input_ids.to(self.device), mask.to(self.device))
+                vectors = self._forward(input_ids.to(self.device), mask.to(self.device), normalize)
                 out[rows] = vectors
         return out
 
-    def _forward(self, input_ids: Any, mask: Any) -> np.ndarray:
+    def _forward(self, input_ids: Any, mask: Any, normalize: bool = True) -> np.ndarray:
         import torch
 
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast):
             hidden = self.model(input_ids=input_ids, attention_mask=mask).last_hidden_state.float()
-        pooled = torch.nn.functional.normalize(pool(hidden, mask, self.pooling), p=2, dim=1)
+        pooled = pool(hidden, mask, self.pooling)
+        if normalize:
+            pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
         return pooled.cpu().numpy().astype(np.float32, copy=False)
 
     # -- files ----------------------------------------------------------------------

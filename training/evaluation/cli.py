@@ -90,7 +90,38 @@ def _custom_dataset(dataset: List[str], corpus: Optional[Path], kb: Optional[Pat
     return None
 
 
+def biosyn_command(
+    queries: Path = typer.Argument(..., help="A BioSyn processed_<split> folder of <PMID>.concept files."),
+    dictionary: Path = typer.Option(..., "--dictionary", help="BioSyn dictionary file (CUI||name a line)."),
+    model: str = typer.Option("sapbert-default", "--model", "-m", help="Model folder or name to evaluate."),
+    scoring: List[str] = typer.Option(["cosine", "dot"], "--scoring", help="cosine (as the linker ranks) and/or dot "
+                                      "(raw inner product of pooled vectors, as SapBERT's eval.py ranks); repeatable."),
+    top: int = typer.Option(5, "--top", help="Report Acc@1..N."),
+    precision: str = typer.Option("float32", help="Compute precision: float32 | bfloat16 | float16 | auto."),
+    device: str = typer.Option("auto", help="auto | cpu | cuda[:N] | mps."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the result (JSON) here."),
+) -> None:
+    """Acc@k on BioSyn-format data, scored exactly as SapBERT's evaluation/utils.py scores it."""
+    from spacy_sapbert.encoder import Encoder
+
+    from .biosyn import read_dictionary, read_queries, score
+
+    with exit_on_input_error():
+        parsed = read_queries(queries)
+        names, cuis = read_dictionary(dictionary)
+        encoder = Encoder(model, device=device, dtype=precision)
+        results = score(encoder, parsed, names, cuis, scorings=scoring, k=top)
+    record = json.dumps({"queries": str(queries), "n_queries": len(parsed), "dictionary": str(dictionary),
+                         "names": len(names), "model": model, "precision": precision, **results})
+    if output is not None:
+        from spacy_sapbert.atomic import atomic_write_text
+
+        atomic_write_text(output, record + "\n")
+    typer.echo(record)
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``evaluate`` and ``evaluate-report`` to the ``sapbert`` app."""
+    """Add ``evaluate``, ``evaluate-biosyn`` and ``evaluate-report`` to the ``sapbert`` app."""
     app.command("evaluate")(evaluate_command)
+    app.command("evaluate-biosyn")(biosyn_command)
     app.command("evaluate-report")(report_command)
