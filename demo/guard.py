@@ -1,4 +1,4 @@
-"""The page's error guard: every Gradio handler of :mod:`demo.app` is wrapped by :func:`guarded`,
+"""The page's error guard: every Gradio handler of :mod:`spacy_sapbert.demo.app` is wrapped by :func:`guarded`,
 so that bad input becomes a sentence in the page and an unexpected error a short note, while
 the traceback goes to the server log and never to the browser."""
 from __future__ import annotations

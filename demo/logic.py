@@ -5,7 +5,7 @@ table and the one-line summary the page shows.
 Nothing here imports Gradio (nor do :mod:`demo.neighbours` and :mod:`demo.projection`, the
 other tabs' counterparts): every view is a function over an ``nlp`` or an
 :class:`~demo.spaces.EmbeddingSpace` that returns dataclasses and lists, so the behaviour is
-tested without a browser and the layout in :mod:`demo.app` stays a thin shell.
+tested without a browser and the layout in :mod:`spacy_sapbert.demo.app` stays a thin shell.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Start the demo: load the resources, build the page, serve it. Shared by ``python -m spacy_sapbert.demo``
-and ``sapbert demo`` (both run :func:`demo.cli.demo_command`) and by Python callers."""
+and ``sapbert demo`` (both run :func:`spacy_sapbert.demo.cli.demo_command`) and by Python callers."""
 from __future__ import annotations
 
 import logging

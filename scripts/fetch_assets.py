@@ -207,13 +207,13 @@ def copy_biosyn_protocol(mirror: Path, dest: Path) -> None:
     """Copy the mirror's BioSyn-format evaluation data (a folder tree) into ``dest`` once."""
     import shutil
 
+    from spacy_sapbert.atomic import atomic_dir
+
     source, target = mirror / BIOSYN_PROTOCOL, dest / BIOSYN_PROTOCOL
     if target.is_dir():
         return
-    tmp = target.with_name(f".{target.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    shutil.copytree(source, tmp)
-    tmp.replace(target)
+    with atomic_dir(target) as tmp:
+        shutil.copytree(source, tmp, dirs_exist_ok=True)
 
 
 if __name__ == "__main__":

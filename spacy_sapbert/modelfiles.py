@@ -12,6 +12,7 @@ from typing import Any, Dict, Optional, Union
 
 from .default import DEFAULT_MODEL, default_encoder_path
 from .errors import InputError
+from .jsonfile import read_json_object
 
 PathLike = Union[str, Path]
 SETTINGS_FILE = "sapbert.json"
@@ -60,13 +61,7 @@ def read_settings(folder: Union[Path, str]) -> Dict[str, Any]:
         return {}
     settings_file = folder / SETTINGS_FILE
     if settings_file.is_file():
-        try:
-            settings = json.loads(settings_file.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise InputError(f"invalid JSON ({err})", settings_file) from err
-        if not isinstance(settings, dict):
-            raise InputError("expected a JSON object", settings_file)
-        return settings
+        return read_json_object(settings_file)
     st_pooling = folder / "1_Pooling" / "config.json"
     if st_pooling.is_file():
         try:

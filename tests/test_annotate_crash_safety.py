@@ -20,14 +20,17 @@ from tests.linker_fixtures import write_small_kb
 TEXTS = ["Plaquenil was stopped after a heart attack.", "Renal failure and kidney failure.", "Nothing.",
          "MS or a breast tumour? Diabetes."]
 DOCS = 240
+DOCS_NEW = 60
+"""The overwriting run's input: short enough (≈1.2 s of the slow pipe) that some kills in [0, 2) s come after
+it has replaced the old output, and long enough that others land before."""
 
 
 @pytest.fixture()
 def child(tiny_bert, tmp_path):
     kb = write_small_kb(tmp_path)
-    for name, shift in (("a.jsonl", 0), ("b.jsonl", 1)):
+    for name, shift, count in (("a.jsonl", 0, DOCS), ("b.jsonl", 1, DOCS_NEW)):
         with (tmp_path / name).open("w", encoding="utf-8") as handle:
-            for i in range(DOCS):
+            for i in range(count):
                 handle.write(json.dumps({"id": f"{name}-{i}", "text": TEXTS[(i + shift) % 4] + f" Case {i}."}) + "\n")
     setup = f"""
         import sys, time
@@ -108,7 +111,8 @@ def test_kill_9_while_annotating_never_loses_or_mixes_the_output(child):
 
     (folder / "mode.txt").write_text("resume")
     outcome = kill_many(setup, write_call(), check, folder, runs=20, seed=14, max_delay=2.0)
-    assert outcome["killed"] >= 10 and seen["resumed_partial"] >= 5 and seen["overwrite_old_kept"] >= 5, seen
+    assert outcome["killed"] >= 5 and seen["resumed_partial"] >= 5, seen
+    assert seen["overwrite_old_kept"] >= 2 and seen["overwrite_replaced"] >= 1, seen  # both outcomes were seen
     (folder / "mode.txt").write_text("resume")
     assert run_killed(setup, write_call(), 300, folder) == 0  # a clean resume after all of that
     assert set(lines(out)) == done_a and len(lines(out)) == DOCS

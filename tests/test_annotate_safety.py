@@ -147,7 +147,7 @@ def test_a_document_the_pipeline_fails_on_costs_only_itself(tiny_bert, kb, tmp_p
 
 
 def test_long_documents_are_annotated_in_pieces_with_their_offsets(nlp, tmp_path, monkeypatch):
-    text = "\n\n".join(" ".join(TEXTS * 2) for _ in range(6))  # paragraphs of ~360 characters
+    text = "\n\n".join(" ".join(TEXTS * 2) for _ in range(6))  # paragraphs of 327 characters
     source = write_jsonl(tmp_path / "docs.jsonl", [text])
     annotate(nlp, source, tmp_path / "whole.jsonl", show_progress=False)
     monkeypatch.setattr(process, "PIECE_CHARS", 200)

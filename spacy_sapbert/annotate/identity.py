@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Union
 
 from ..atomic import atomic_write_text
 from ..errors import InputError
+from ..jsonfile import read_json_object
 
 PathLike = Union[str, Path]
 SIDECAR_SUFFIX = ".sapbert.json"
@@ -84,26 +85,27 @@ class RunRecord:
         if not self.path.is_file():
             return None
         try:
-            return json.loads(self.path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise InputError(f"cannot read the record of what {self.output.name} was made from ({err}); "
+            return read_json_object(self.path)
+        except InputError as err:
+            raise InputError(f"cannot read the record of what {self.output.name} was made from ({err.problem}); "
                              f"use --overwrite to start the output again", self.path) from err
 
-    def check_resume(self, part: str) -> None:
-        """Refuse to resume when ``part`` ('input' or 'pipeline') differs from the recorded run."""
+    def check_resume(self, *parts: str) -> None:
+        """Refuse to resume when any of ``parts`` ('input', 'pipeline') differs from the recorded run."""
         recorded = self.recorded()
         if recorded is None:
             raise InputError(f"cannot resume: there is no record ({self.path.name}) of the input and pipeline this "
                              f"output was written from (an older version, or not written by sapbert annotate); use "
                              f"another --output, or --overwrite to start it again", self.output)
-        differences = _differences(recorded.get(part, {}), self.current.get(part, {}))
-        if differences:
-            raise InputError(f"cannot resume: this output was written from another {part} "
-                             f"({'; '.join(differences)}); use another --output, or --overwrite to start it again",
-                             self.output)
+        for part in parts:
+            differences = _differences(recorded.get(part, {}), self.current.get(part, {}))
+            if differences:
+                raise InputError(f"cannot resume: this output was written from another {part} "
+                                 f"({'; '.join(differences)}); use another --output, or --overwrite to start it "
+                                 f"again", self.output)
 
-    def write(self, target: Optional[PathLike] = None) -> None:
-        atomic_write_text(target or self.path, json.dumps(self.current, indent=2, ensure_ascii=False) + "\n")
+    def write(self) -> None:
+        atomic_write_text(self.path, json.dumps(self.current, indent=2, ensure_ascii=False) + "\n")
 
     def remove(self) -> None:
         if self.path.exists():

