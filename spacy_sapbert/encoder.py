@@ -21,6 +21,7 @@ from .devices import DTYPE_ALIASES, DTYPE_CHOICES, check_dtype, cpu_has_native_b
 from .errors import InputError
 from .modelfiles import MINILM_ALIASES, SETTINGS_FILE, TOKENIZER_FILES, read_settings, resolve_model_path
 from .pooling import POOLINGS, check_pooling, pool
+from .sentence_transformers_files import write_sentence_transformers_files
 
 logger = logging.getLogger(__name__)
 
@@ -224,7 +225,8 @@ class Encoder:
         self.weights_dtype = DTYPE_ALIASES[dtype]
 
     def save(self, folder: PathLike, weights_dtype: Optional[str] = None) -> Path:
-        """Write an HF model folder (safetensors) with ``sapbert.json`` beside it. Weights are
+        """Write an HF model folder (safetensors) with ``sapbert.json`` and sentence-transformers'
+        module files (:mod:`~spacy_sapbert.sentence_transformers_files`) beside it. Weights are
         stored in ``weights_dtype`` (default: as loaded or rounded, float32 otherwise); a
         half-precision file is written only from weights that it represents exactly."""
         import torch
@@ -250,11 +252,17 @@ class Encoder:
         settings = dict(self.settings, fingerprint=self.fingerprint, source=self.source, dim=self.dim,
                         weights_dtype=stored)
         (folder / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
+        # so that SentenceTransformer(folder) encodes as we do; outside the fingerprint (see the module)
+        write_sentence_transformers_files(folder, self.pooling, self.max_length, self.dim)
         return folder
 
     def _save_native(self, folder: Path, state: Dict[str, Any]) -> None:
         """The files ``save_pretrained`` would write: safetensors weights, config.json and the
-        tokenizer files of the folder the model came from."""
+        tokenizer files of the folder the model came from. config.json says ``dtype: float32``
+        whatever the file stores, as ``save_pretrained`` of our float32 model does: it is the
+        precision to compute in, and code that loads with dtype "auto" (``SentenceTransformer``,
+        ``AutoModel`` in transformers 5) would otherwise run half-precision weights in half
+        precision, on a CPU too, and give other vectors than the encoder."""
         import shutil
 
         from safetensors.torch import save_file
@@ -262,7 +270,7 @@ class Encoder:
         save_file({k: v.contiguous() for k, v in state.items()}, str(folder / "model.safetensors"),
                   metadata={"format": "pt"})
         config = self.model.config.to_dict()
-        config["dtype"] = next((v for v in state.values() if v.is_floating_point())).dtype.__str__()[6:]
+        config["dtype"] = "float32"
         config.pop("torch_dtype", None)
         (folder / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         source = self.tokenizer.folder

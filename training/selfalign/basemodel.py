@@ -35,6 +35,26 @@ def load_base_model(name: Union[str, Path]) -> Tuple[Any, Any, str]:
     return model, tokenizer, path
 
 
+def fix_output_norm(model: Any) -> str:
+    """Pin the affine part of the model's last LayerNorm to the identity and freeze it.
+
+    A LayerNorm without affine maps every vector to zero mean and unit variance, so each
+    output token has norm sqrt(hidden size): with CLS pooling the raw inner products of two
+    models' outputs are cosines times a constant, and dot-product and cosine search agree.
+    Returns the name of the pinned module (it is the last LayerNorm outside the pooler)."""
+    norms = [(name, module) for name, module in model.named_modules()
+             if isinstance(module, torch.nn.LayerNorm) and not name.startswith("pooler")]
+    if not norms:
+        raise InputError("the base model has no LayerNorm to pin", field="fixed_output_norm")
+    name, norm = norms[-1]
+    with torch.no_grad():
+        norm.weight.fill_(1.0)
+        norm.bias.zero_()
+    norm.weight.requires_grad_(False)
+    norm.bias.requires_grad_(False)
+    return name
+
+
 def base_model_settings(path: Union[str, Path]) -> Dict[str, Any]:
     """The base model's encoding settings as the linker's Encoder reads them (``sapbert.json``,
     else a sentence-transformers pooling config); {} for a hub model."""

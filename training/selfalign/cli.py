@@ -130,6 +130,10 @@ def _make_train_command(kind: str):
         max_grad_norm: Optional[float] = _option("max_grad_norm", "Gradient clipping; 0 = off."),
         pooling: Optional[str] = _option("pooling", "cls | mean; default: the base model's sapbert.json, else cls."),
         max_length: Optional[int] = _option("max_length"),
+        fixed_output_norm: Optional[bool] = typer.Option(
+            None, "--fixed-output-norm/--learned-output-norm", show_default="learned",
+            help="Pin the last LayerNorm to the identity so every [CLS] vector has one length: with --pooling cls, "
+                 "raw inner-product search (SapBERT's eval) ranks as cosine does."),
         amp: Optional[str] = _option("amp", f"{' | '.join(AMP_MODES)} (auto: bf16/fp16 on GPU; bf16 on CPUs with "
                                             f"AMX/AVX512-BF16, else off)."),
         device: Optional[str] = _option("device", f"{DEVICE_CHOICES}."),

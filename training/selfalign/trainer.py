@@ -34,7 +34,7 @@ from spacy_sapbert.pooling import check_pooling, pool
 
 from . import checkpoint as ckpt
 from . import export
-from .basemodel import base_model_settings, load_base_model
+from .basemodel import base_model_settings, fix_output_norm, load_base_model
 from .config import TrainConfig, check_resumable, resume_identity
 from .data import TrainingPairs
 from .hardware import make_accelerator
@@ -86,6 +86,8 @@ class Trainer:
         torch.manual_seed(config.seed + self.rank)
         model, self.tokenizer, self.base_path = load_base_model(config.base_model)
         self.base_settings = base_model_settings(self.base_path)
+        if config.fixed_output_norm:
+            logger.info("output norm fixed: %s pinned to the identity", fix_output_norm(model))
         self.pooling = check_pooling(config.pooling or self.base_settings.get("pooling") or "cls")
         config.pooling = self.pooling
         optimizer = make_optimizer(model, config)
