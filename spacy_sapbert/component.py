@@ -8,7 +8,9 @@ so adding the pipe is cheap; a pipeline saved with ``nlp.to_disk`` carries its o
 KB and index (:mod:`spacy_sapbert.component_parts`) and never reads the configured paths again.
 
 Each span gets ``span._.<extension>`` = ``[(concept_id, score), …]`` (scispaCy's
-``kb_ents`` shape) and, when a concept passes the threshold, ``span.kb_id_``.
+``kb_ents`` shape) and, when a concept passes the threshold, ``span.kb_id_``. A span's label
+picks the KB types it may link to (``label_to_types``; by default a DISEASE span links to
+diseases and phenotypes only), also when it is a short form linked through its long form.
 """
 from __future__ import annotations
 
@@ -32,8 +34,8 @@ from .errors import InputError
 from .index import NameIndex
 from .kb import KnowledgeBase
 from .linker import Candidates, Linker
-from .settings import (DEFAULT_CONFIG, LIVE_SETTINGS, RENAMED_SETTINGS, SETTING_RULES, LinkerSettings, SettingError,
-                       check_setting, check_settings)
+from .settings import (DEFAULT_CONFIG, FACTORY_DEFAULT_CONFIG, LIVE_SETTINGS, RENAMED_SETTINGS, SETTING_RULES,
+                       LinkerSettings, SettingError, check_setting, check_settings)
 from .threads import protect_forks
 
 logger = logging.getLogger(__name__)
@@ -107,14 +109,22 @@ class SapBertLinker(Pipe):
         self._settings = settings
         if self._linker is not None:
             self._linker.settings = settings
+            if settings.label_to_types != before.label_to_types:
+                self._linker.label_types()  # a label whose types the KB lacks is warned about now
 
     # -- the linker, built on first use ---------------------------------------------
     @property
     def linker(self) -> Linker:
         """The :class:`Linker`; built from the configured model and KB the first time it is needed."""
         if self._linker is None:
-            self._linker = Linker(*configured_parts(self.settings, self.name), settings=self.settings)
+            return self._adopt(Linker(*configured_parts(self.settings, self.name), settings=self.settings))
         return self._linker
+
+    def _adopt(self, linker: Linker) -> Linker:
+        """Link with ``linker``; a label whose types its KB lacks is reported now, at load."""
+        linker.label_types()
+        self._linker = linker
+        return linker
 
     @property
     def is_ready(self) -> bool:
@@ -135,7 +145,7 @@ class SapBertLinker(Pipe):
     def use(self, encoder: Encoder, kb: KnowledgeBase, index: NameIndex) -> "SapBertLinker":
         """Link with an encoder, KB and index built elsewhere (the index is checked against both),
         instead of loading the configured ones; ``nlp.to_disk`` then saves these."""
-        self._linker = Linker(encoder, kb, index, settings=self.settings)
+        self._adopt(Linker(encoder, kb, index, settings=self.settings))
         return self
 
     def initialize(self, get_examples: Optional[Callable[[], Iterable[Any]]] = None, *,
@@ -163,12 +173,14 @@ class SapBertLinker(Pipe):
 
     def predict(self, docs: Iterable[Doc]) -> List[List[Candidates]]:
         """Candidates per span per document, without touching the documents; the spans of
-        all documents go to the linker together (one encoder pass for the batch)."""
+        all documents go to the linker together (one encoder pass for the batch), each
+        restricted to the KB types of its label (``label_to_types``)."""
         queries_per_doc = [self._queries(doc) for doc in docs]
-        flat = [query for queries in queries_per_doc for query in queries]
-        results = self.linker.link(flat) if flat else []  # no spans, no model or KB loaded
+        flat = [query for queries, _ in queries_per_doc for query in queries]
+        labels = [label for _, doc_labels in queries_per_doc for label in doc_labels]
+        results = self.linker.link(flat, self.linker.types_for(labels)) if flat else []  # no spans: nothing loaded
         out, offset = [], 0
-        for queries in queries_per_doc:
+        for queries, _ in queries_per_doc:
             out.append(results[offset:offset + len(queries)])
             offset += len(queries)
         return out
@@ -199,17 +211,21 @@ class SapBertLinker(Pipe):
                            f"its groups: {groups}" if groups else "it has no span groups")
         return []
 
-    def _queries(self, doc: Doc) -> List[str]:
+    def _queries(self, doc: Doc) -> Tuple[List[str], List[str]]:
         """The text to link per span: an abbreviation's long form when the span is a short form
-        (found at the span's offsets, else by its text), the span's text otherwise."""
-        spans = self.spans(doc)
+        (found at the span's offsets, else by its text), the span's text otherwise; and the
+        span's label, which sets the types searched, the short form's own when its long form
+        is linked (the long form may be no entity at all, or labelled otherwise)."""
+        spans = list(self.spans(doc))
+        labels = [span.label_ for span in spans]
         if not self.settings.resolve_abbreviations:
-            return [span.text for span in spans]
+            return [span.text for span in spans], labels
         long_forms: Dict[Any, str] = {}
         for short, long_form in abbreviation_pairs(doc):
             long_forms.setdefault((short.start_char, short.end_char), long_form)
             long_forms.setdefault(short.text, long_form)
-        return [long_forms.get((s.start_char, s.end_char)) or long_forms.get(s.text) or s.text for s in spans]
+        texts = [long_forms.get((s.start_char, s.end_char)) or long_forms.get(s.text) or s.text for s in spans]
+        return texts, labels
 
     def _annotate(self, doc: Doc, results: Sequence[Candidates]) -> None:
         settings = self.settings
@@ -258,7 +274,7 @@ class SapBertLinker(Pipe):
         spacy.util.from_disk(path, readers, exclude)
         parts = {part: read[part] if part in read else getattr(self._linker, part, None)
                  for part in ("encoder", "kb", "index")}
-        self._linker = Linker(*configured_parts(self.settings, self.name, **parts), settings=self.settings)
+        self._adopt(Linker(*configured_parts(self.settings, self.name, **parts), settings=self.settings))
         return self
 
 
@@ -275,12 +291,15 @@ def _ensure_extension(name: str) -> None:
 def _settings_signature(factory: Callable[..., Any]) -> Callable[..., Any]:
     """Give ``factory`` a signature naming every setting: spaCy checks a config against its
     factory's signature (an unnamed key is an error), and the settings are named once, in
-    :class:`LinkerSettings`. Renamed keys of older configs are named too, null when absent."""
-    hints = typing.get_type_hints(LinkerSettings)
+    :class:`LinkerSettings`. Renamed keys of older configs are named too, null when absent.
+    A dict-valued setting is annotated ``Any``: spaCy's own check of a nested type would refuse
+    ``{"DISEASE": "Disease"}`` with a pydantic message before the setting's rule could name it."""
+    hints = dict(typing.get_type_hints(LinkerSettings))
+    hints.update({key: Any for key, value in DEFAULT_CONFIG.items() if isinstance(value, dict)})
     keyword = inspect.Parameter.KEYWORD_ONLY
     params = [inspect.Parameter("nlp", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Language),
               inspect.Parameter("name", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str)]
-    params += [inspect.Parameter(f.name, keyword, default=f.default, annotation=hints[f.name])
+    params += [inspect.Parameter(f.name, keyword, default=DEFAULT_CONFIG[f.name], annotation=hints[f.name])
                for f in dataclasses.fields(LinkerSettings)]
     params += [inspect.Parameter(old, keyword, default=None, annotation=Optional[hints[new]])
                for old, (new, _) in RENAMED_SETTINGS.items()]
@@ -289,7 +308,8 @@ def _settings_signature(factory: Callable[..., Any]) -> Callable[..., Any]:
     return factory
 
 
-@Language.factory("sapbert_linker", default_config=DEFAULT_CONFIG, assigns=["span._.kb_ents", "token.ent_kb_id"])
+@Language.factory("sapbert_linker", default_config=FACTORY_DEFAULT_CONFIG,
+                  assigns=["span._.kb_ents", "token.ent_kb_id"])
 @_settings_signature
 def make_sapbert_linker(nlp: Language, name: str, **settings: Any) -> SapBertLinker:
     """The pipe, with the settings of :class:`LinkerSettings` (README "Usage"), checked now."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -20,7 +20,8 @@ from .encoder import Encoder
 from .errors import InputError
 from .index_files import (FORMAT_VERSION, INDEX_FILE, MANIFEST, RERANK_FILE, IndexFiles, check_save_target,
                           is_index_folder, read_index_folder, write_index_folder)
-from .index_kinds import INDEX_KINDS, check_kind, configure_search, make_faiss_index, rerank_exact
+from .index_kinds import (INDEX_KINDS, RowFilter, check_kind, configure_search, filtered_search, make_faiss_index,
+                          plain_search, rerank_exact)
 from .kb import KnowledgeBase
 
 logger = logging.getLogger(__name__)
@@ -156,29 +157,43 @@ class NameIndex:
     def kb_fingerprint(self) -> str:
         return str(self.manifest["kb_fingerprint"])
 
-    def search(self, vectors: np.ndarray, k: int) -> Tuple[np.ndarray, np.ndarray]:
+    def search(self, vectors: np.ndarray, k: int, rows: Optional[RowFilter] = None) -> Tuple[np.ndarray, np.ndarray]:
         """Top-``k`` rows per query: scores (n, k) float32 best first, rows (n, k) int64.
 
-        Missing hits (``k`` larger than the index) have row -1 and score ``-inf``.
+        ``rows`` restricts the search to some rows (:meth:`row_mask`): the best ``k`` of
+        those, however far down the unrestricted ranking they are (see
+        :mod:`~spacy_sapbert.index_kinds`). Missing hits (``k`` larger than the index or the
+        allowed rows) have row -1 and score ``-inf``.
         """
         if k < 1:
             raise InputError(f"k must be positive, got {k}", field="k")
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[1] != self.dim:
             raise InputError(f"query vectors must have shape (n, {self.dim}), got {vectors.shape}")
+        if rows is not None and len(rows) != len(self):
+            raise InputError(f"the row filter covers {len(rows)} rows but the index has {len(self)}", field="rows")
         if len(vectors) == 0:
             return np.zeros((0, k), dtype=np.float32), np.zeros((0, k), dtype=np.int64)
-        if self.kind == "hnsw":
-            configure_search(self.index, self.kind, self.manifest["params"], k)
-        rerank = int(self.manifest.get("params", {}).get("rerank", 0)) if self.rerank_vectors is not None else 0
-        scores, rows = self.index.search(vectors, max(k, rerank))
+        params = self.manifest.get("params", {})
+        rerank = int(params.get("rerank", 0)) if self.rerank_vectors is not None else 0
+        if rows is None:
+            scores, found = plain_search(self.index, self.kind, params, vectors, max(k, rerank))
+        else:
+            scores, found = filtered_search(self.index, self.kind, params, vectors, max(k, rerank), rows)
         scores = scores.astype(np.float32, copy=False)
-        rows = rows.astype(np.int64, copy=False)
+        found = found.astype(np.int64, copy=False)
         if rerank:
             name_of_row = self._compact_tables()[2][:, 0]
-            scores, rows = rerank_exact(vectors, rows, lambda r: self.rerank_vectors[name_of_row[r]], k)
-        scores[rows < 0] = -np.inf
-        return scores, rows
+            scores, found = rerank_exact(vectors, found, lambda r: self.rerank_vectors[name_of_row[r]], k)
+        scores[found < 0] = -np.inf
+        return scores, found
+
+    def row_mask(self, allowed: Callable[[str], bool]) -> np.ndarray:
+        """One bool per row: whether ``allowed(concept_id)`` holds for the row's concept (asked
+        once per concept, not per name), for a :class:`RowFilter`."""
+        _, concepts, rows = self._compact_tables()
+        keep = np.fromiter((bool(allowed(cid)) for cid in concepts), dtype=bool, count=len(concepts))
+        return keep[rows[:, 1]]
 
     # -- checks -------------------------------------------------------------------
     def check(self, encoder: Optional[Encoder] = None, kb: Optional[KnowledgeBase] = None,
@@ -251,5 +266,6 @@ def _tables(names: List[str], concept_ids: List[str]) -> Tables:
     return unique_names, concepts, rows
 
 
-__all__ = ["NameIndex", "IndexMismatchError", "INDEX_KINDS", "FORMAT_VERSION", "MANIFEST", "INDEX_FILE", "RERANK_FILE",
+__all__ = ["NameIndex", "IndexMismatchError", "RowFilter",
+           "INDEX_KINDS", "FORMAT_VERSION", "MANIFEST", "INDEX_FILE", "RERANK_FILE",
            "is_index_folder", "check_save_target", "make_faiss_index", "rerank_exact"]

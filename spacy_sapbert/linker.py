@@ -4,15 +4,21 @@ normalise → encode → top-k names → best score per concept → threshold an
 A concept's score is its best name's score (SapBERT's inference rule). The spaCy
 component, the CLI and the evaluation all call :meth:`Linker.link`, so they agree.
 
+A mention may be restricted to concepts of some KB types (``types``; the pipe derives them
+from span labels through the ``label_to_types`` setting, :meth:`Linker.types_for`). The
+restriction is part of the search (:mod:`spacy_sapbert.type_filter`), so a DISEASE mention
+whose nearest names are all chemicals still gets its best disease concepts.
+
 Running text repeats mentions ("HCQ" ten times in an abstract, the same disease in
 every document of a corpus): identical normalised mentions of one call are encoded once,
-and an LRU cache keeps the candidates of recent ones across calls.
+and an LRU cache keeps the candidates of recent ones across calls, keyed by the normalised
+mention and its type set. Mentions of several type sets are still encoded in one call.
 """
 from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Collection, Dict, List, Optional, Sequence, Tuple
 
 from .encoder import Encoder
 from .errors import InputError
@@ -20,10 +26,14 @@ from .index import NameIndex
 from .kb import KnowledgeBase
 from .normalize import normalize
 from .settings import DEFAULT_CACHE_SIZE, DEFAULT_K, DEFAULT_MAX_ENTITIES, LinkerSettings
+from .type_filter import TypeFilters, TypeSet, as_type_set, kb_types, label_type_sets, types_of_labels
 
 logger = logging.getLogger(__name__)
 
 Candidates = List[Tuple[str, float]]
+Found = Tuple[Tuple[str, float], ...]
+Key = Tuple[str, Optional[TypeSet]]
+"""(normalised mention, the types it may link to or None for any): what is searched and cached."""
 __all__ = ["Linker", "Candidates", "DEFAULT_K", "DEFAULT_MAX_ENTITIES", "DEFAULT_CACHE_SIZE"]
 
 
@@ -31,7 +41,7 @@ class Linker:
     """Links mention strings to concepts of ``kb`` through ``index`` (built when not given).
 
     What it returns is set by its :class:`~spacy_sapbert.settings.LinkerSettings` (``k``,
-    ``threshold``, ``max_entities_per_mention``, ``cache_size``): ``settings``, with
+    ``threshold``, ``max_entities_per_mention``, ``cache_size``, ``label_to_types``): ``settings``, with
     ``changes`` (keyword arguments named like its fields) applied. A ``sapbert_linker`` pipe
     hands its linker its own settings and reads them back from it, so the two cannot disagree.
     """
@@ -47,9 +57,11 @@ class Linker:
         self.encoder = encoder
         self.kb = kb
         self.index = index
-        self._cache: "OrderedDict[str, Tuple[Tuple[str, float], ...]]" = OrderedDict()
+        self._cache: "OrderedDict[Key, Found]" = OrderedDict()
         self.hits = 0
         self.misses = 0
+        self._type_filters = TypeFilters(kb, index)
+        self._label_types: Optional[Dict[str, TypeSet]] = None  # on first use: a pipe's is at load
 
     # -- settings -----------------------------------------------------------------
     @property
@@ -63,6 +75,8 @@ class Linker:
         # a different k changes the candidates: drop them; a smaller cache drops its oldest entries
         if settings.k != self._settings.k:
             self.clear_cache()
+        if settings.label_to_types != self._settings.label_to_types:
+            self._label_types = None  # the cache is keyed by types, not labels: it stays
         self._settings = settings
         while len(self._cache) > settings.cache_size:
             self._cache.popitem(last=False)
@@ -98,44 +112,74 @@ class Linker:
         """Distinct mentions whose candidates are kept across calls (0: none)."""
         return self._settings.cache_size
 
+    @property
+    def label_to_types(self) -> Optional[Dict[str, List[str]]]:
+        return self._settings.label_to_types
+
+    def types_for(self, labels: Sequence[str]) -> Optional[List[Optional[TypeSet]]]:
+        """The ``types`` argument of :meth:`link` for spans with these labels (``label_to_types``):
+        None when it is null; per label its types, or None (any) for a label it leaves out or
+        maps only to types the KB lacks (warned when the linker was loaded)."""
+        if self._settings.label_to_types is None:
+            return None
+        return types_of_labels(labels, self.label_types())
+
+    def label_types(self) -> Dict[str, TypeSet]:
+        """Span label → the types searched for it: ``label_to_types`` less the labels whose
+        types no KB concept has (a warning names them). Worked out on first use, so that a
+        linker that never sees labels (the CLI, the evaluation) warns of nothing; a pipe
+        asks when it loads its linker and when the setting changes."""
+        if self._label_types is None:
+            mapping = self._settings.label_to_types
+            self._label_types = {} if mapping is None else label_type_sets(mapping, kb_types(self.kb), self.kb.name)
+        return self._label_types
+
     # -- linking ------------------------------------------------------------------
-    def link(self, mentions: Sequence[str]) -> List[Candidates]:
+    def link(self, mentions: Sequence[str],
+             types: Optional[Sequence[Optional[Collection[str]]]] = None) -> List[Candidates]:
         """``[(concept_id, score), …]`` per mention, best first, at most
         ``max_entities_per_mention``, each score >= ``threshold`` when one is set.
 
-        A mention with no letters or digits (empty, whitespace, punctuation, control
-        characters) normalises to "" and gets ``[]`` without being encoded.
+        ``types``, one entry per mention: the KB types its concepts must have one of (None:
+        any); the best ``k`` names of those concepts are searched, so types that no concept
+        has give ``[]``. A mention with no letters or digits (empty, whitespace,
+        punctuation, control characters) normalises to "" and gets ``[]`` without being encoded.
         """
-        keys = self._keys(mentions)
+        keys = self._keys(mentions, types)
         found = self._candidates(keys)
-        return [self._select(found[key]) if key else [] for key in keys]
+        return [self._select(found[key]) if key[0] else [] for key in keys]
 
-    def candidates(self, mentions: Sequence[str]) -> List[Candidates]:
-        """Every concept among the top-``k`` names, best first, ignoring threshold and cut-off."""
-        keys = self._keys(mentions)
+    def candidates(self, mentions: Sequence[str],
+                   types: Optional[Sequence[Optional[Collection[str]]]] = None) -> List[Candidates]:
+        """Every concept among the top-``k`` names (of ``types``), best first, ignoring threshold and cut-off."""
+        keys = self._keys(mentions, types)
         found = self._candidates(keys)
-        return [list(found[key]) if key else [] for key in keys]
+        return [list(found[key]) if key[0] else [] for key in keys]
 
-    def _keys(self, mentions: Sequence[str]) -> List[str]:
+    def _keys(self, mentions: Sequence[str], types: Optional[Sequence[Optional[Collection[str]]]]) -> List[Key]:
         if isinstance(mentions, str):
             raise InputError("link() takes a sequence of mentions, not one string; wrap it in a list")
-        keys = []
+        texts = []
         for i, mention in enumerate(mentions):
             if not isinstance(mention, str):
                 raise InputError(f"mention {i} is {type(mention).__name__}, not a string")
-            keys.append(normalize(mention))
-        return keys
+            texts.append(normalize(mention))
+        if types is None:
+            return [(text, None) for text in texts]
+        if isinstance(types, (str, bytes)) or len(types) != len(texts):
+            raise InputError(f"types must hold one entry per mention ({len(texts)}), got {types!r}", field="types")
+        return [(text, as_type_set(allowed, i)) for i, (text, allowed) in enumerate(zip(texts, types))]
 
-    def _select(self, candidates: Tuple[Tuple[str, float], ...]) -> Candidates:
+    def _select(self, candidates: Found) -> Candidates:
         if self.threshold is None:
             return list(candidates[: self.max_entities_per_mention])
         kept = [c for c in candidates if c[1] >= self.threshold]
         return kept[: self.max_entities_per_mention]
 
-    def _candidates(self, keys: Sequence[str]) -> Dict[str, Tuple[Tuple[str, float], ...]]:
-        found: Dict[str, Tuple[Tuple[str, float], ...]] = {}
-        missing: List[str] = []
-        for key in dict.fromkeys(k for k in keys if k):
+    def _candidates(self, keys: Sequence[Key]) -> Dict[Key, Found]:
+        found: Dict[Key, Found] = {}
+        missing: List[Key] = []
+        for key in dict.fromkeys(k for k in keys if k[0]):
             cached = self._cache.get(key)
             if cached is not None:
                 self._cache.move_to_end(key)
@@ -144,15 +188,25 @@ class Linker:
             else:
                 missing.append(key)
                 self.misses += 1
-        if missing:
-            vectors = self.encoder.encode(missing)
-            scores, rows = self.index.search(vectors, min(self.k, len(self.index)))
-            for key, row_scores, row_ids in zip(missing, scores, rows):
-                found[key] = self._by_concept(row_scores, row_ids)
-                self._remember(key, found[key])
+        if not missing:
+            return found
+        # One encoder call for every distinct text, then one search per type set.
+        texts = list(dict.fromkeys(text for text, _ in missing))
+        vectors = self.encoder.encode(texts)
+        position = {text: i for i, text in enumerate(texts)}
+        groups: Dict[Optional[TypeSet], List[str]] = {}
+        for text, types in missing:
+            groups.setdefault(types, []).append(text)
+        for types, group in groups.items():
+            rows = None if types is None else self._type_filters.rows(types)
+            scores, hits = self.index.search(vectors[[position[text] for text in group]],
+                                             min(self.k, len(self.index)), rows)
+            for text, row_scores, row_ids in zip(group, scores, hits):
+                found[(text, types)] = self._by_concept(row_scores, row_ids)
+                self._remember((text, types), found[(text, types)])
         return found
 
-    def _by_concept(self, scores: Sequence[float], rows: Sequence[int]) -> Tuple[Tuple[str, float], ...]:
+    def _by_concept(self, scores: Sequence[float], rows: Sequence[int]) -> Found:
         best: Dict[str, float] = {}
         for score, row in zip(scores, rows):
             if row < 0:
@@ -163,7 +217,7 @@ class Linker:
         return tuple(sorted(best.items(), key=lambda item: -item[1]))
 
     # -- cache --------------------------------------------------------------------
-    def _remember(self, key: str, value: Tuple[Tuple[str, float], ...]) -> None:
+    def _remember(self, key: Key, value: Found) -> None:
         if self.cache_size == 0:
             return
         self._cache[key] = value
@@ -174,9 +228,10 @@ class Linker:
         self._cache.clear()
 
     def cache_info(self) -> Dict[str, int]:
-        """Hits and misses count distinct mentions per call, as an encoder sees them."""
+        """Hits and misses count distinct (mention, type set) pairs per call."""
         return {"hits": self.hits, "misses": self.misses, "size": len(self._cache), "max_size": self.cache_size}
 
     def __repr__(self) -> str:
         return (f"Linker(kb={self.kb.name!r}, index={self.index!r}, k={self.k}, threshold={self.threshold}, "
-                f"max_entities_per_mention={self.max_entities_per_mention}, cache_size={self.cache_size})")
+                f"max_entities_per_mention={self.max_entities_per_mention}, cache_size={self.cache_size}, "
+                f"label_to_types={self.label_to_types})")

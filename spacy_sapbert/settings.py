@@ -12,12 +12,13 @@ document. Paths and GPUs are checked when they are loaded.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 import numbers
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from .default import DEFAULT_MODEL
 from .encoder import BACKENDS, DEFAULT_BATCH_SIZE, DTYPE_CHOICES, POOLINGS, check_dtype
@@ -30,6 +31,10 @@ DEFAULT_OWNER = "sapbert_linker"
 DEFAULT_K = 25
 DEFAULT_MAX_ENTITIES = 5
 DEFAULT_CACHE_SIZE = 10_000
+DEFAULT_LABEL_TO_TYPES: Dict[str, List[str]] = {"DISEASE": ["Disease", "Phenotype"], "CHEMICAL": ["Chemical"]}
+"""Span label → KB types it may link to. DISEASE takes Phenotype too: the corpora's DISEASE
+spans include signs and symptoms ("hypotension", "seizures"), which open-biomed files under
+HPO's Phenotype type; a KB without that type (mesh-medic) just filters on Disease."""
 
 RENAMED_SETTINGS: Dict[str, Tuple[str, str]] = {
     # old config key: (its setting now, why it was renamed)
@@ -74,14 +79,33 @@ def _is_threshold(value: Any) -> bool:
     return value is None or (isinstance(value, numbers.Real) and not isinstance(value, bool) and -1 <= value <= 1)
 
 
+def _is_label_to_types(value: Any) -> bool:
+    # A string for a list ({"DISEASE": "Disease"}) is the likely slip: refused, not read as letters.
+    if value is None:
+        return True
+    if not isinstance(value, Mapping):
+        return False
+    return all(_is_text(label) and isinstance(types, (list, tuple)) and types and all(_is_text(t) for t in types)
+               for label, types in value.items())
+
+
+def _copy_label_to_types(value: Any) -> Any:
+    """A private copy (lists of strings), so that changing the dict given changes no settings."""
+    return None if value is None else {label: list(types) for label, types in value.items()}
+
+
 _DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?", re.IGNORECASE)
 
 
 def _setting(default: Any, expected: str, allowed: Callable[[Any], bool], live: bool = False) -> Any:
     """A settings field with its rule: ``expected`` says in words what ``allowed`` tests (the
     error message uses it). ``live`` settings may change on a loaded pipe; the others are used
-    when the encoder, KB and index are loaded, and a change after that would be ignored."""
-    return field(default=default, metadata={"expected": expected, "allowed": allowed, "live": live})
+    when the encoder, KB and index are loaded, and a change after that would be ignored.
+    A dict default is copied for each instance (dataclasses refuse a shared mutable default)."""
+    metadata = {"expected": expected, "allowed": allowed, "live": live}
+    if isinstance(default, dict):
+        return field(default_factory=lambda: copy.deepcopy(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
 
 
 @dataclass(frozen=True)
@@ -119,11 +143,15 @@ class LinkerSettings:
               "position limit)", lambda v: v is None or (_is_int(v) and v >= 3))
     cache_size: int = _setting(DEFAULT_CACHE_SIZE, "an integer ≥ 0 (0 turns the cache off)",
                                lambda v: _is_int(v) and v >= 0, live=True)
+    label_to_types: Optional[Dict[str, List[str]]] = _setting(
+        DEFAULT_LABEL_TO_TYPES, "null (no type filtering) or a mapping of span label → non-empty list of KB types "
+                                "(e.g. {\"DISEASE\": [\"Disease\"]})", _is_label_to_types, live=True)
 
     def __post_init__(self) -> None:
         # Also when built directly (LinkerSettings(k=0)): an instance is always valid.
         for setting in dataclasses.fields(self):
             check_setting(setting.name, getattr(self, setting.name))
+        object.__setattr__(self, "label_to_types", _copy_label_to_types(self.label_to_types))
 
     @classmethod
     def from_config(cls, values: Mapping[str, Any], owner: str = DEFAULT_OWNER) -> "LinkerSettings":
@@ -153,8 +181,18 @@ SETTING_RULES: Dict[str, Tuple[str, Callable[[Any], bool]]] = {
 LIVE_SETTINGS = frozenset(s.name for s in dataclasses.fields(LinkerSettings) if s.metadata["live"])
 """Settings a loaded pipe follows when they change; the rest are read when the linker is loaded."""
 
-DEFAULT_CONFIG: Dict[str, Any] = {s.name: s.default for s in dataclasses.fields(LinkerSettings)}
-"""The factory's ``default_config``."""
+DEFAULT_CONFIG: Dict[str, Any] = {
+    s.name: s.default_factory() if s.default is dataclasses.MISSING else s.default  # type: ignore[misc]
+    for s in dataclasses.fields(LinkerSettings)}
+"""Every setting's default (as ``LinkerSettings().as_config()``)."""
+
+FACTORY_DEFAULT_CONFIG: Dict[str, Any] = {key: value for key, value in DEFAULT_CONFIG.items()
+                                          if not isinstance(value, dict)}
+"""The factory's ``default_config``: every setting but the dict-valued ones (``label_to_types``).
+spaCy merges a config *into* the defaults, section by section, so a dict default would come
+back in every user's and every saved pipeline's mapping (``{"DIS": [...]}`` would still filter
+DISEASE and CHEMICAL); left out here, spaCy fills it from the factory's signature instead,
+only where the config has no such key."""
 
 
 def check_setting(setting: str, value: Any, pipe_name: str = DEFAULT_OWNER) -> None:
@@ -194,5 +232,6 @@ def _renamed(values: Mapping[str, Any], owner: str) -> Dict[str, Any]:
     return values
 
 
-__all__ = ["LinkerSettings", "SettingError", "SETTING_RULES", "LIVE_SETTINGS", "DEFAULT_CONFIG", "RENAMED_SETTINGS",
-           "check_setting", "check_settings", "DEFAULT_K", "DEFAULT_MAX_ENTITIES", "DEFAULT_CACHE_SIZE"]
+__all__ = ["LinkerSettings", "SettingError", "SETTING_RULES", "LIVE_SETTINGS", "DEFAULT_CONFIG",
+           "FACTORY_DEFAULT_CONFIG", "RENAMED_SETTINGS", "check_setting", "check_settings", "DEFAULT_LABEL_TO_TYPES", "DEFAULT_K",
+           "DEFAULT_MAX_ENTITIES", "DEFAULT_CACHE_SIZE"]

@@ -42,6 +42,12 @@ BAD_SETTINGS = [
     ("index", "", "setting 'index': expected null or an index folder (a non-empty string), got '' (str)"),
     ("spans_key", "", "setting 'spans_key': expected null (link doc.ents) or a span group name"),
     ("extension", "not an identifier", "setting 'extension': expected a Python identifier"),
+    ("label_to_types", "Disease", "setting 'label_to_types': expected null (no type filtering) or a mapping of span "
+                                  "label → non-empty list of KB types"),
+    ("label_to_types", {"DISEASE": "Disease"}, "setting 'label_to_types': expected null (no type filtering)"),
+    ("label_to_types", {"DISEASE": []}, "got {'DISEASE': []} (dict)"),
+    ("label_to_types", {"DISEASE": [1]}, "setting 'label_to_types': expected null"),
+    ("label_to_types", {"": ["Disease"]}, "setting 'label_to_types': expected null"),
 ]
 
 
@@ -114,7 +120,8 @@ def test_the_old_batch_size_key_is_read_as_encode_batch_size(nothing_heavy, capl
     ("threshold", -1), ("threshold", 1), ("threshold", 0.0), ("threshold", 0.85), ("threshold", None),
     ("k", 1), ("device", "CPU"), ("device", "cuda:1"), ("device", "mps"), ("precision", "bf16"),
     ("precision", "torch.float16"), ("backend", "Native"), ("pooling", "MEAN"), ("max_length", 3),
-    ("cache_size", 0), ("spans_key", "sc"), ("index_kind", "pq"),
+    ("cache_size", 0), ("spans_key", "sc"), ("index_kind", "pq"), ("label_to_types", None),
+    ("label_to_types", {"GENE": ["Gene", "Protein"]}), ("label_to_types", {}),
 ])
 def test_good_settings_are_accepted_without_loading_anything(setting, value, nothing_heavy):
     nlp = spacy.blank("en")
