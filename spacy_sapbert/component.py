@@ -27,8 +27,9 @@ from spacy.pipeline import Pipe
 from spacy.tokens import Doc, Span, SpanGroup
 
 from .abbreviation_entities import abbreviation_pairs
-from .component_parts import CFG_FILE, ENCODER_DIR, INDEX_DIR, KB_FILE, configured_parts, read_cfg, saved_encoder, \
-    write_cfg
+from .calibration import Calibration
+from .component_parts import (CFG_FILE, ENCODER_DIR, INDEX_DIR, KB_FILE, cfg_calibration, configured_parts, read_cfg,
+                              saved_encoder, write_cfg)
 from .encoder import Encoder
 from .errors import InputError
 from .index import NameIndex
@@ -125,6 +126,16 @@ class SapBertLinker(Pipe):
         linker.label_types()
         self._linker = linker
         return linker
+
+    @property
+    def calibration(self) -> Optional[Calibration]:
+        """What turns scores into probabilities (:mod:`spacy_sapbert.calibration`); saved with the
+        pipe. With one, ``kb_ents`` scores and ``threshold`` are probabilities of being right."""
+        return self.linker.calibration
+
+    @calibration.setter
+    def calibration(self, calibration: Optional[Calibration]) -> None:
+        self.linker.calibration = calibration
 
     @property
     def is_ready(self) -> bool:
@@ -253,7 +264,7 @@ class SapBertLinker(Pipe):
         linker = self.linker
         Path(path).mkdir(parents=True, exist_ok=True)
         serializers: Dict[str, Callable[[Path], Any]] = {
-            CFG_FILE: lambda p: write_cfg(p, linker.kb),
+            CFG_FILE: lambda p: write_cfg(p, linker.kb, linker.calibration),
             ENCODER_DIR: linker.encoder.save,
             KB_FILE: linker.kb.to_jsonl,
             INDEX_DIR: linker.index.save,
@@ -266,7 +277,7 @@ class SapBertLinker(Pipe):
         the model and KB it is used with."""
         read: Dict[str, Any] = {}
         readers: Dict[str, Callable[[Path], None]] = {
-            CFG_FILE: lambda p: read.update(cfg=read_cfg(p, self.name)),
+            CFG_FILE: lambda p: read.update(cfg=read_cfg(p, self.name), calibration_file=p),
             ENCODER_DIR: lambda p: read.update(encoder=saved_encoder(p, self.settings)),
             KB_FILE: lambda p: read.update(kb=KnowledgeBase.from_jsonl(p, name=read.get("cfg", {}).get("kb_name"))),
             INDEX_DIR: lambda p: read.update(index=NameIndex.load(p, encoder=read.get("encoder"), kb=read.get("kb"))),
@@ -274,7 +285,10 @@ class SapBertLinker(Pipe):
         spacy.util.from_disk(path, readers, exclude)
         parts = {part: read[part] if part in read else getattr(self._linker, part, None)
                  for part in ("encoder", "kb", "index")}
-        self._adopt(Linker(*configured_parts(self.settings, self.name, **parts), settings=self.settings))
+        calibration = (cfg_calibration(read["cfg"], read["calibration_file"]) if "cfg" in read
+                       else getattr(self._linker, "calibration", None))
+        self._adopt(Linker(*configured_parts(self.settings, self.name, **parts), settings=self.settings,
+                           calibration=calibration))
         return self
 
 

@@ -1,7 +1,7 @@
 """Where a ``sapbert_linker`` pipe's encoder, KB and index come from: the model, KB and index
 its settings name (loaded on first use), or the folder ``nlp.to_disk`` saved it in::
 
-    <pipeline>/<name>/cfg.json        the format version and the KB's name
+    <pipeline>/<name>/cfg.json        the format version, the KB's name and the score calibration
     <pipeline>/<name>/encoder/        HF model folder (safetensors) + sapbert.json
     <pipeline>/<name>/kb.jsonl.gz     the KB
     <pipeline>/<name>/index/          NameIndex files (see spacy_sapbert.index_files)
@@ -15,6 +15,7 @@ import logging
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple, Union
 
+from .calibration import Calibration
 from .default import DEFAULT_MODEL, default_index_path, default_kb_name, default_kb_path
 from .encoder import Encoder
 from .errors import InputError
@@ -70,9 +71,11 @@ def saved_encoder(folder: PathLike, settings: LinkerSettings) -> Encoder:
                    backend=settings.backend)
 
 
-def write_cfg(path: PathLike, kb: KnowledgeBase) -> None:
+def write_cfg(path: PathLike, kb: KnowledgeBase, calibration: Optional[Calibration] = None) -> None:
     """Write what :func:`read_cfg` reads back, and nothing else."""
-    cfg = {"format_version": FORMAT_VERSION, "kb_name": kb.name}
+    cfg: Dict[str, Any] = {"format_version": FORMAT_VERSION, "kb_name": kb.name}
+    if calibration is not None:
+        cfg["calibration"] = calibration.to_dict()
     Path(path).write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
@@ -85,5 +88,11 @@ def read_cfg(path: PathLike, pipe_name: str) -> Dict[str, Any]:
     return read_json_object(path, FORMAT_VERSION)
 
 
-__all__ = ["CFG_FILE", "ENCODER_DIR", "FORMAT_VERSION", "INDEX_DIR", "KB_FILE", "configured_parts", "read_cfg",
+def cfg_calibration(cfg: Dict[str, Any], path: PathLike) -> Optional[Calibration]:
+    """The calibration a saved pipe's ``cfg.json`` holds, or None (scores stay cosines)."""
+    data = cfg.get("calibration")
+    return None if data is None else Calibration.from_dict(data, str(path))
+
+
+__all__ = ["cfg_calibration", "CFG_FILE", "ENCODER_DIR", "FORMAT_VERSION", "INDEX_DIR", "KB_FILE", "configured_parts", "read_cfg",
            "saved_encoder", "write_cfg"]

@@ -20,6 +20,7 @@ import logging
 from collections import OrderedDict
 from typing import Any, Collection, Dict, List, Optional, Sequence, Tuple
 
+from .calibration import Calibration
 from .encoder import Encoder
 from .errors import InputError
 from .index import NameIndex
@@ -47,7 +48,8 @@ class Linker:
     """
 
     def __init__(self, encoder: Encoder, kb: KnowledgeBase, index: Optional[NameIndex] = None, *,
-                 settings: Optional[LinkerSettings] = None, show_progress: bool = True, **changes: Any) -> None:
+                 settings: Optional[LinkerSettings] = None, show_progress: bool = True,
+                 calibration: Optional[Calibration] = None, **changes: Any) -> None:
         settings = settings or LinkerSettings()
         self._settings = settings.replace("Linker", **changes) if changes else settings
         if index is None:
@@ -61,6 +63,9 @@ class Linker:
         self.hits = 0
         self.misses = 0
         self._type_filters = TypeFilters(kb, index)
+        self.calibration = calibration
+        """Maps the cosine scores of :meth:`link` to probabilities of being right (then
+        ``threshold`` is a probability); None: scores are cosines. :meth:`candidates` stays raw."""
         self._label_types: Optional[Dict[str, TypeSet]] = None  # on first use: a pipe's is at load
 
     # -- settings -----------------------------------------------------------------
@@ -171,6 +176,9 @@ class Linker:
         return [(text, as_type_set(allowed, i)) for i, (text, allowed) in enumerate(zip(texts, types))]
 
     def _select(self, candidates: Found) -> Candidates:
+        if self.calibration is not None and candidates:
+            probabilities = self.calibration.probabilities([score for _, score in candidates])
+            candidates = tuple((cid, float(p)) for (cid, _), p in zip(candidates, probabilities))
         if self.threshold is None:
             return list(candidates[: self.max_entities_per_mention])
         kept = [c for c in candidates if c[1] >= self.threshold]

@@ -119,7 +119,8 @@ class LinkerSettings:
                                     lambda v: v is None or _is_text(v))
     k: int = _setting(DEFAULT_K, "an integer ≥ 1", lambda v: _is_int(v) and v >= 1, live=True)
     threshold: Optional[float] = _setting(
-        None, "null (no threshold) or a number from -1 to 1 (scores are cosine similarities, in [-1, 1])",
+        None, "null (no threshold) or a number from -1 to 1 (scores are cosine similarities, in [-1, 1], or "
+              "probabilities where the pipe is calibrated)",
         _is_threshold, live=True)
     max_entities_per_mention: int = _setting(DEFAULT_MAX_ENTITIES, "an integer ≥ 1",
                                              lambda v: _is_int(v) and v >= 1, live=True)

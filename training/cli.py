@@ -10,7 +10,8 @@ def register(app: typer.Typer) -> None:
     from .evaluation.cli import register as register_evaluation
     from .ner.cli import register as register_ner
     from .package_cli import register as register_package
+    from .rerank.cli import register as register_rerank
     from .selfalign.cli import register as register_training
 
-    for add in (register_training, register_evaluation, register_ner, register_package):
+    for add in (register_training, register_evaluation, register_ner, register_package, register_rerank):
         add(app)

@@ -100,19 +100,44 @@ def biosyn_command(
     precision: str = typer.Option("float32", help="Compute precision: float32 | bfloat16 | float16 | auto."),
     device: str = typer.Option("auto", help="auto | cpu | cuda[:N] | mps."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Also write the result (JSON) here."),
+    sparse_weight: Optional[List[str]] = typer.Option(
+        None, "--sparse-weight", help="Hybrid first stage (BioSyn): rank the union of the dense and the character "
+        "n-gram TF-IDF top candidates by cosine + W x sparse cosine; repeatable, or a comma-separated list."),
+    sparse_scheme: Optional[List[str]] = typer.Option(
+        None, "--sparse-scheme", help="Character n-grams of the sparse scores, ANALYZER:MIN-MAX (char:1-2, BioSyn's; "
+        "char_wb:3-3 ...); repeatable."),
+    candidates: int = typer.Option(20, "--candidates", help="Dense and sparse candidates each, for the hybrid."),
+    tune_on: Optional[Path] = typer.Option(
+        None, "--tune-on", help="A dev processed_<split> folder: choose the scheme and weight of best Acc@1 there "
+        "(default weights 0..2) and report only that choice here."),
+    tune_dictionary: Optional[Path] = typer.Option(None, "--tune-dictionary", help="The dictionary of --tune-on."),
 ) -> None:
     """Acc@k on BioSyn-format data, scored exactly as SapBERT's evaluation/utils.py scores it."""
     from spacy_sapbert.encoder import Encoder
 
-    from .biosyn import read_dictionary, read_queries, score
+    from .biosyn import best_hybrid, read_dictionary, read_queries, score
 
     with exit_on_input_error():
+        weights, schemes = _hybrid_options(sparse_weight, sparse_scheme, tune_on, tune_dictionary)
         parsed = read_queries(queries)
         names, cuis = read_dictionary(dictionary)
         encoder = Encoder(model, device=device, dtype=precision)
-        results = score(encoder, parsed, names, cuis, scorings=scoring, k=top)
+        tuning: Dict[str, Any] = {}
+        if tune_on is not None and tune_dictionary is not None:
+            tune_queries = read_queries(tune_on)
+            tuned = score(encoder, tune_queries, *read_dictionary(tune_dictionary), scorings=["cosine"], k=top,
+                          sparse_weights=weights, sparse_schemes=schemes, candidates=candidates)
+            chosen = best_hybrid(tuned["hybrid"])
+            tuning = {"tuning": {"queries": str(tune_on), "n_queries": len(tune_queries),
+                                 "dictionary": str(tune_dictionary), "sparse": chosen["sparse"],
+                                 "sparse_weight": chosen["sparse_weight"], "cosine": tuned["cosine"],
+                                 "hybrid": tuned["hybrid"]}}
+            weights = [chosen["sparse_weight"]]
+            schemes = [s for s in schemes if s.label() == chosen["sparse"]]
+        results = score(encoder, parsed, names, cuis, scorings=scoring, k=top, sparse_weights=weights,
+                        sparse_schemes=schemes, candidates=candidates)
     record = json.dumps({"queries": str(queries), "n_queries": len(parsed), "dictionary": str(dictionary),
-                         "names": len(names), "model": model, "precision": precision, **results})
+                         "names": len(names), "model": model, "precision": precision, **results, **tuning})
     if output is not None:
         from spacy_sapbert.atomic import atomic_write_text
 
@@ -120,8 +145,36 @@ def biosyn_command(
     typer.echo(record)
 
 
+def _hybrid_options(weights: Optional[List[str]], schemes: Optional[List[str]], tune_on: Optional[Path],
+                    tune_dictionary: Optional[Path]) -> tuple[List[float], List[Any]]:
+    """The sparse weights and n-gram schemes asked for (the default grid when tuning without weights)."""
+    import math
+
+    from spacy_sapbert.char_ngrams import CharNgramSettings
+
+    from .biosyn import DEFAULT_WEIGHTS
+
+    if (tune_on is None) != (tune_dictionary is None):
+        raise InputError("--tune-on and --tune-dictionary go together", tune_on or tune_dictionary)
+    try:
+        values = [float(w) for spec in weights or [] for w in spec.split(",") if w.strip()]
+    except ValueError as err:
+        raise InputError(f"sparse weights are numbers ({err})", field="--sparse-weight") from err
+    if not values and tune_on is not None:
+        values = list(DEFAULT_WEIGHTS)
+    if any(not math.isfinite(w) or w < 0 for w in values):
+        raise InputError(f"sparse weights must be finite and >= 0, got {values}", field="--sparse-weight")
+    if schemes and not values:
+        raise InputError("--sparse-scheme needs --sparse-weight or --tune-on", field="--sparse-scheme")
+    parsed = [CharNgramSettings.parse(part) for spec in schemes or ["char:1-2"] for part in spec.split(",") if part]
+    return values, parsed
+
+
 def register(app: typer.Typer) -> None:
     """Add ``evaluate``, ``evaluate-biosyn`` and ``evaluate-report`` to the ``sapbert`` app."""
     app.command("evaluate")(evaluate_command)
     app.command("evaluate-biosyn")(biosyn_command)
     app.command("evaluate-report")(report_command)
+    from .calibrate_cli import calibrate_command
+
+    app.command("calibrate")(calibrate_command)

@@ -1,0 +1,62 @@
+"""``sapbert calibrate``: fit a pipeline's score calibration and abstention threshold on gold spans.
+
+Registered on the ``sapbert`` app by :func:`spacy_sapbert.training.evaluation.cli.register`.
+"""
+from __future__ import annotations
+
+import json
+import math
+import logging
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from spacy_sapbert.errors import InputError, exit_on_input_error
+
+logger = logging.getLogger(__name__)
+
+
+def calibrate_command(
+    corpus: Path = typer.Argument(..., help="PubTator file with gold spans (e.g. BC5CDR dev; tune on dev only)."),
+    pipeline: str = typer.Option("default", "--pipeline", help="'default', a saved pipeline folder or a package."),
+    min_precision: float = typer.Option(0.95, help="Precision of linked mentions the threshold must reach."),
+    report: Path = typer.Option(..., "--report", help="JSON report to write (threshold, coverage, reliability curve)."),
+    output: Optional[Path] = typer.Option(None, "--output", help="Write the pipeline with the calibration and the "
+                                                                 "threshold here (a new or empty folder)."),
+) -> None:
+    """Fit P(right link) from (cosine, margin) on the corpus's gold spans, choose the lowest threshold whose
+    links reach --min-precision, and report what it costs in coverage."""
+    from spacy_sapbert.cli.pipelines import load_pipeline
+
+    from .abstention import fit_and_report, link_gold_spans
+
+    with exit_on_input_error():
+        if not 0 < min_precision < 1:
+            raise InputError(f"must be between 0 and 1, got {min_precision}", field="--min-precision")
+        if output is not None and output.exists() and any(output.iterdir()):
+            raise InputError("exists and is not empty: choose a new folder (nothing is overwritten)", output,
+                             field="--output")
+        nlp = load_pipeline(pipeline, None)
+        spans = link_gold_spans(nlp, corpus)
+        calibration, result = fit_and_report(spans, min_precision, f"{corpus.name}: {len(spans)} gold spans")
+        result["pipeline"] = pipeline
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        logger.info("threshold %.4f: precision %.2f%%, coverage %.2f%% of %d spans (cross-validated: %.2f%% / "
+                    "%.2f%%); report in %s", result["threshold"], 100 * result["precision"], 100 * result["coverage"],
+                    result["spans"], 100 * result["cross_validated"]["precision"],
+                    100 * result["cross_validated"]["coverage"], report)
+        if output is not None:
+            import spacy
+
+            from spacy_sapbert.default import default_pipeline_path
+
+            names = [name for name, pipe in nlp.pipeline if hasattr(pipe, "calibration")]
+            location = default_pipeline_path() if pipeline == "default" else pipeline
+            calibrated = spacy.load(location, config={f"components.{name}.threshold": math.ceil(result["threshold"] * 1e4) / 1e4
+                                                      for name in names})
+            for name in names:
+                calibrated.get_pipe(name).calibration = calibration
+            calibrated.to_disk(output)
+            logger.info("calibrated pipeline written to %s", output)
