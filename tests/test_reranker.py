@@ -61,7 +61,7 @@ def data_file(tmp_path_factory) -> Path:
 
 def small_config(**changes) -> RerankConfig:
     settings = dict(k=4, batch_size=2, max_length=32, max_candidate_length=12, lr=1e-4, warmup_steps=0,
-                    dropout=0.0, checkpoint_every=0, log_every=1, seed=3, device="cpu")
+                    dropout=0.0, checkpoint_every=0, log_every=1, seed=3, device="cpu", amp="no")
     settings.update(changes)
     return RerankConfig(**settings)
 

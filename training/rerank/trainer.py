@@ -17,7 +17,6 @@ import logging
 import math
 import random
 import time
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -34,6 +33,7 @@ from ..selfalign.hardware import make_accelerator
 from ..selfalign.plan import BatchPlan
 from ..selfalign.schedule import make_scheduler
 from ..selfalign.signals import StopOnSignal
+from ..selfalign.step import accumulated_step
 from .config import RerankConfig, resume_identity
 from .data import RerankData, training_examples
 from .evaluate import evaluate
@@ -114,25 +114,11 @@ class RerankTrainer:
 
     def _train_step(self) -> Tuple[float, float]:
         cfg = self.config
-        self.model.train()
-        loss_sum, acc_sum = 0.0, 0.0
-        for micro in range(cfg.grad_accum):
-            indices = self.plan.indices(self.step, micro, self.rank)
-            last = micro == cfg.grad_accum - 1
-            with self.accelerator.no_sync(self.model) if not last else nullcontext():
-                with self.accelerator.autocast():
-                    loss, acc = self.batch_loss(indices)
-                self.accelerator.backward(loss / cfg.grad_accum)
-            loss_sum += float(loss.detach())
-            acc_sum += acc
-        if cfg.max_grad_norm > 0:
-            self.accelerator.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
-        self.optimizer.step()
-        if not self.accelerator.optimizer_step_was_skipped:
-            self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        micro_batches = [self.plan.indices(self.step, micro, self.rank) for micro in range(cfg.grad_accum)]
+        result = accumulated_step(self.accelerator, self.model, self.optimizer, self.scheduler, micro_batches,
+                                  self.batch_loss, cfg.max_grad_norm)
         self.step += 1
-        return loss_sum / cfg.grad_accum, acc_sum / cfg.grad_accum
+        return result
 
     # -- checkpoints (the self-alignment trainer's protocol) ----------------------------------
     def save_checkpoint(self) -> Path:

@@ -22,7 +22,6 @@ import logging
 import math
 import random
 import time
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
@@ -43,6 +42,7 @@ from .plan import BatchPlan
 from .progress import ProgressLog
 from .schedule import make_optimizer, make_scheduler
 from .signals import StopOnSignal
+from .step import accumulated_step
 
 logger = logging.getLogger(__name__)
 
@@ -123,26 +123,11 @@ class Trainer:
 
     def _train_step(self) -> Tuple[float, float]:
         cfg = self.config
-        self.model.train()
-        loss_sum, mined_sum = 0.0, 0.0
-        for micro in range(cfg.grad_accum):
-            indices = self.plan.indices(self.step, micro, self.rank)
-            last = micro == cfg.grad_accum - 1
-            context = self.accelerator.no_sync(self.model) if not last else nullcontext()
-            with context:
-                with self.accelerator.autocast():
-                    loss, mined = self.batch_loss(indices)
-                self.accelerator.backward(loss / cfg.grad_accum)
-            loss_sum += float(loss.detach())
-            mined_sum += mined
-        if cfg.max_grad_norm > 0:
-            self.accelerator.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
-        self.optimizer.step()
-        if not self.accelerator.optimizer_step_was_skipped:
-            self.scheduler.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        micro_batches = [self.plan.indices(self.step, micro, self.rank) for micro in range(cfg.grad_accum)]
+        result = accumulated_step(self.accelerator, self.model, self.optimizer, self.scheduler, micro_batches,
+                                  self.batch_loss, cfg.max_grad_norm)
         self.step += 1
-        return loss_sum / cfg.grad_accum, mined_sum / cfg.grad_accum
+        return result
 
     # -- checkpoints ---------------------------------------------------------------------------
     def save_checkpoint(self) -> Path:
