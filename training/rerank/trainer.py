@@ -4,8 +4,9 @@ A micro-batch is ``batch_size`` mentions × their k candidates, one forward pass
 pairs, :func:`~.loss.listwise_loss` per mention. From ``selfalign``: the accelerate set-up
 (``hardware.make_accelerator``: bf16 autocast on CPUs with native bf16), the seeded data order
 (``plan.BatchPlan``: a resumed run sees the batches an uninterrupted one would), the warm-up
-schedule (``schedule``), pickle-free atomic checkpoints (``checkpoint``), the resume check
-(``config.check_resumable``) and Ctrl-C handling (``signals.StopOnSignal``). AdamW is built here
+schedule (``schedule``), the accumulated optimiser step (``step``), pickle-free atomic
+checkpoints with their save/restore/resume protocol (``runstate.CheckpointedRun``) and Ctrl-C
+handling (``signals.StopOnSignal``). AdamW is built here
 (fused; no decay on biases and norms). At the end, with dev data, the temperature and margin are
 fitted (:mod:`.evaluate`) and the re-ranker folder is written whole
 (:meth:`spacy_sapbert.reranker.Reranker.save`, float16 weights).
@@ -27,12 +28,11 @@ from spacy_sapbert.errors import InputError
 from spacy_sapbert.reranker import SETTINGS_FILE, Reranker, RerankerSettings
 from spacy_sapbert.reranker_inputs import PairEncoder
 
-from ..selfalign import checkpoint as ckpt
-from ..selfalign.config import check_resumable
 from ..selfalign.hardware import make_accelerator
 from ..selfalign.plan import BatchPlan
 from ..selfalign.schedule import make_scheduler
 from ..selfalign.signals import StopOnSignal
+from ..selfalign.runstate import CheckpointedRun
 from ..selfalign.step import accumulated_step
 from .config import RerankConfig, resume_identity
 from .data import RerankData, training_examples
@@ -56,7 +56,7 @@ class RerankResult:
     checkpoint: Optional[Path] = None
 
 
-class RerankTrainer:
+class RerankTrainer(CheckpointedRun):
     """One run: data files with candidates + base model → re-ranker folder, checkpoints in ``run_dir``."""
 
     def __init__(self, config: RerankConfig, train_data: Sequence[PathLike], dev_data: Sequence[PathLike] = (),
@@ -97,10 +97,6 @@ class RerankTrainer:
         self.stop_requested = False
         """Set (by an ``on_step`` hook, say) to stop after this step with a checkpoint, as Ctrl-C does."""
 
-    @property
-    def checkpoint_dir(self) -> Path:
-        return self.run_dir / "checkpoints"
-
     # -- one step ---------------------------------------------------------------------------
     def batch_loss(self, indices: Sequence[int]) -> Tuple[torch.Tensor, float]:
         """(listwise loss, in-batch accuracy) of the mentions ``indices``."""
@@ -120,46 +116,8 @@ class RerankTrainer:
         self.step += 1
         return result
 
-    # -- checkpoints (the self-alignment trainer's protocol) ----------------------------------
-    def save_checkpoint(self) -> Path:
-        acc = self.accelerator
-        if acc.is_main_process:
-            ckpt.prepare_folder(self.checkpoint_dir, self.step)
-        acc.wait_for_everyone()
-        ckpt.save_rank_rng(self.checkpoint_dir, self.step, self.rank)
-        acc.wait_for_everyone()
-        path = self.checkpoint_dir / ckpt.checkpoint_name(self.step)
-        if acc.is_main_process:
-            state = {"step": self.step, "total_steps": self.total_steps, "identity": self.identity,
-                     "config": asdict(self.config), "scheduler": self.scheduler.state_dict(),
-                     "scaler": acc.scaler.state_dict() if getattr(acc, "scaler", None) is not None else None,
-                     "history": self.history, "elapsed_s": self.elapsed_before + time.perf_counter() - self._started}
-            path = ckpt.save_main(self.checkpoint_dir, self.step, acc.unwrap_model(self.model), self.optimizer,
-                                  state, keep=self.config.keep_checkpoints, world=self.world)
-        acc.wait_for_everyone()
-        return path
-
-    def restore(self, checkpoint: Path) -> None:
-        check_resumable(ckpt.read_state(checkpoint)["identity"], self.identity, checkpoint)
-        state = ckpt.load(checkpoint, self.accelerator.unwrap_model(self.model), self.optimizer, self.rank,
-                          device=self.accelerator.device)
-        self.scheduler.load_state_dict(state["scheduler"])
-        if state.get("scaler") and getattr(self.accelerator, "scaler", None) is not None:
-            self.accelerator.scaler.load_state_dict(state["scaler"])
-        self.step = int(state["step"])
-        self.history = list(state.get("history", []))
-        self.elapsed_before = float(state.get("elapsed_s", 0.0))
-        logger.info("resumed from %s at step %d/%d", checkpoint, self.step, self.total_steps)
-
     def _start(self, resume: bool) -> None:
-        existing = ckpt.latest_checkpoint(self.checkpoint_dir)
-        if resume and existing is not None:
-            self.restore(existing)
-        elif resume:
-            logger.warning("--resume: no checkpoint in %s, starting from step 0", self.checkpoint_dir)
-        elif existing is not None:
-            raise InputError("run folder already holds checkpoints: pass --resume to continue, or choose another "
-                             "run folder", self.checkpoint_dir)
+        self.resume_or_refuse(resume)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         logger.info("re-ranker: %d mentions × k=%d, %d steps of %d mentions (%d per epoch), device=%s, precision=%s",
                     len(self.examples), self.config.k, self.total_steps, self.plan.pairs_per_step,
@@ -172,7 +130,7 @@ class RerankTrainer:
 
         if self.output is not None:
             self._check_output()
-        self._started = time.perf_counter()
+        self._session_start = time.perf_counter()
         self._start(resume)
         bar = tqdm(total=self.total_steps, initial=self.step, desc="reranker", unit="step",
                    disable=not self.accelerator.is_local_main_process)
@@ -183,7 +141,7 @@ class RerankTrainer:
             while self.step < self.total_steps:
                 loss, acc = self._train_step()
                 window.append((loss, acc))
-                elapsed = time.perf_counter() - self._started
+                elapsed = time.perf_counter() - self._session_start
                 rate = (self.step - first_step) * self.plan.pairs_per_step / max(elapsed, 1e-9)
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss:.4f}", acc=f"{acc:.3f}", mentions_s=f"{rate:.1f}")
@@ -199,7 +157,7 @@ class RerankTrainer:
                 if interrupted:
                     break
         bar.close()
-        wall = self.elapsed_before + time.perf_counter() - self._started
+        wall = self.elapsed_before + time.perf_counter() - self._session_start
         result = RerankResult(None, self.step, self.total_steps, self.step < self.total_steps, wall,
                               list(self.history), checkpoint=last_ckpt)
         if result.interrupted:

@@ -31,10 +31,9 @@ import torch
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.pooling import check_pooling, pool
 
-from . import checkpoint as ckpt
 from . import export
 from .basemodel import base_model_settings, fix_output_norm, load_base_model
-from .config import TrainConfig, check_resumable, resume_identity
+from .config import TrainConfig, resume_identity
 from .data import TrainingPairs
 from .hardware import make_accelerator
 from .loss import SelfAlignmentLoss
@@ -42,6 +41,7 @@ from .plan import BatchPlan
 from .progress import ProgressLog
 from .schedule import make_optimizer, make_scheduler
 from .signals import StopOnSignal
+from .runstate import CheckpointedRun
 from .step import accumulated_step
 
 logger = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class TrainResult:
     checkpoint: Optional[Path] = None
 
 
-class Trainer:
+class Trainer(CheckpointedRun):
     """One training run: pairs file + base model → HF model folder, with checkpoints in ``run_dir``."""
 
     def __init__(self, config: TrainConfig, pairs_path: PathLike, output: Optional[PathLike], run_dir: PathLike,
@@ -101,10 +101,6 @@ class Trainer:
         self._session_start = time.perf_counter()
 
     # -- one step ---------------------------------------------------------------------------
-    @property
-    def checkpoint_dir(self) -> Path:
-        return self.run_dir / "checkpoints"
-
     def embed(self, names: Sequence[str]) -> torch.Tensor:
         """Pooled embeddings of ``names`` from the model in its current mode."""
         if not names:
@@ -130,46 +126,6 @@ class Trainer:
         return result
 
     # -- checkpoints ---------------------------------------------------------------------------
-    def save_checkpoint(self) -> Path:
-        """Every process stages its RNG state; the main process then publishes the checkpoint folder whole
-        (see spacy_sapbert.training.selfalign.checkpoint), so a kill at any moment leaves the previous checkpoint for --resume."""
-        acc = self.accelerator
-        if acc.is_main_process:
-            ckpt.prepare_folder(self.checkpoint_dir, self.step)
-        acc.wait_for_everyone()
-        ckpt.save_rank_rng(self.checkpoint_dir, self.step, self.rank)
-        acc.wait_for_everyone()
-        path = self.checkpoint_dir / ckpt.checkpoint_name(self.step)
-        if acc.is_main_process:
-            state = {
-                "step": self.step,
-                "total_steps": self.total_steps,
-                "identity": self.identity,
-                "config": asdict(self.config),
-                "scheduler": self.scheduler.state_dict(),
-                "scaler": acc.scaler.state_dict() if getattr(acc, "scaler", None) is not None else None,
-                "history": self.history,
-                "elapsed_s": self.elapsed_before + time.perf_counter() - self._session_start,
-            }
-            path = ckpt.save_main(self.checkpoint_dir, self.step, acc.unwrap_model(self.model),
-                                  self.optimizer, state, keep=self.config.keep_checkpoints, world=self.world)
-        acc.wait_for_everyone()
-        return path
-
-    def restore(self, checkpoint: PathLike) -> None:
-        """Continue from a checkpoint written by a run with the same settings."""
-        checkpoint = Path(checkpoint)
-        check_resumable(ckpt.read_state(checkpoint)["identity"], self.identity, checkpoint)
-        state = ckpt.load(checkpoint, self.accelerator.unwrap_model(self.model), self.optimizer, self.rank,
-                          device=self.accelerator.device)
-        self.scheduler.load_state_dict(state["scheduler"])
-        if state.get("scaler") and getattr(self.accelerator, "scaler", None) is not None:
-            self.accelerator.scaler.load_state_dict(state["scaler"])
-        self.step = int(state["step"])
-        self.history = list(state.get("history", []))
-        self.elapsed_before = float(state.get("elapsed_s", 0.0))
-        logger.info("resumed from %s at step %d/%d", checkpoint, self.step, self.total_steps)
-
     # -- the loop -------------------------------------------------------------------------------
     def train(self, resume: bool = False, on_step: Optional[Callable[["Trainer"], None]] = None) -> TrainResult:
         """Run to ``total_steps`` (or until Ctrl-C), checkpointing every ``checkpoint_every`` steps.
@@ -204,14 +160,7 @@ class Trainer:
 
     def _start(self, resume: bool) -> None:
         """Restore the newest checkpoint (``resume``) or make sure there is none; announce the run."""
-        existing = ckpt.latest_checkpoint(self.checkpoint_dir)
-        if resume and existing is not None:
-            self.restore(existing)
-        elif resume:
-            logger.warning("--resume: no checkpoint in %s, starting from step 0", self.checkpoint_dir)
-        elif existing is not None:
-            raise InputError("run folder already holds checkpoints: pass --resume to continue, or choose another "
-                             "run folder", self.checkpoint_dir)
+        self.resume_or_refuse(resume)
         if self.accelerator.is_main_process:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             logger.info("training %s (pooling=%s) on %d pairs of %d concepts: %d steps of %d pairs "
