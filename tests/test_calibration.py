@@ -92,3 +92,42 @@ def test_calibrated_pipe_reports_probabilities_thresholds_them_and_saves_them(ti
     assert [links(d) for d in loaded.pipe(TEXTS)] == [links(d) for d in nlp.pipe(TEXTS)]
     pipe.calibration = None
     assert [links(doc) for doc in nlp.pipe(TEXTS)] != [links(d) for d in loaded.pipe(TEXTS)]
+
+
+def test_sapbert_calibrate_fits_on_gold_spans_and_writes_a_new_pipeline(tiny_bert, tmp_path):
+    """Gold spans (right, unlinkable ``-1``, ID outside the KB) through a saved pipeline: the report's
+    counts follow the corpus, and --output is a pipeline that loads with the calibration and threshold."""
+    from typer.testing import CliRunner
+
+    from spacy_sapbert.cli import app
+    from spacy_sapbert.training.cli import register
+
+    register(app)
+    make_nlp(tiny_bert, write_small_kb(tmp_path), ruler=False).to_disk(tmp_path / "pipeline")
+    text = "Plaquenil and HCQ after a heart attack; renal failure, kidney failure and zebra fever."
+    mentions = [("Plaquenil", "Chemical", "D006886"), ("HCQ", "Chemical", "D006886"),
+                ("heart attack", "Disease", "D009203"), ("renal failure", "Disease", "D051437"),
+                ("kidney failure", "Disease", "D051437"), ("zebra fever", "Disease", "-1")]
+    lines = [f"1|t|{text}", "1|a|"]
+    for mention, label, cid in mentions:
+        start = text.index(mention)
+        lines.append(f"1\t{start}\t{start + len(mention)}\t{mention}\t{label}\t{cid}")
+    text2 = "Breast cancer and a made-up syndrome."
+    lines += ["", f"2|t|{text2}", "2|a|", f"2\t0\t13\tBreast cancer\tDisease\tD001943",
+              f"2\t20\t36\tmade-up syndrome\tDisease\tD999999"]
+    corpus = tmp_path / "gold.PubTator"
+    corpus.write_text("\n".join(lines) + "\n")
+    result = CliRunner().invoke(app, ["calibrate", str(corpus), "--pipeline", str(tmp_path / "pipeline"),
+                                      "--min-precision", "0.5", "--report", str(tmp_path / "r.json"),
+                                      "--output", str(tmp_path / "calibrated")])
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["spans"] == 8 and report["unlinkable_spans"] == 2  # "-1" and the ID the KB lacks
+    assert report["precision"] >= 0.5 and 0 < report["coverage"] <= 1
+    assert report["by_label"].keys() == {"CHEMICAL", "DISEASE"}
+    loaded = spacy.load(tmp_path / "calibrated").get_pipe("sapbert_linker")
+    assert loaded.calibration == Calibration.from_dict(report["calibration"])
+    assert loaded.threshold == pytest.approx(report["threshold"], abs=1e-4) and loaded.threshold >= report["threshold"]
+    again = CliRunner().invoke(app, ["calibrate", str(corpus), "--pipeline", str(tmp_path / "pipeline"),
+                                     "--report", str(tmp_path / "r2.json"), "--output", str(tmp_path / "calibrated")])
+    assert again.exit_code == 2 and "not empty" in again.output

@@ -51,10 +51,11 @@ def link_gold_spans(nlp: Any, corpus: PathLike, candidates: int = 5) -> List[Lin
     the pipe's threshold and calibration off (raw scores are what calibration is fitted on)."""
     from spacy.tokens import Span
 
+    from spacy.util import filter_spans
+
     pipe = nlp.get_pipe(LINKER)
-    raw = pipe.settings.replace(pipe.name, threshold=None, max_entities_per_mention=candidates)
     before = pipe.settings
-    pipe.configure(**{k: v for k, v in raw.as_config().items() if k in ("threshold", "max_entities_per_mention")})
+    pipe.configure(threshold=None, max_entities_per_mention=candidates)
     calibration, pipe.calibration = getattr(pipe, "calibration", None), None
     kb = pipe.kb
     before_linker = [name for name, _ in nlp.pipeline if name not in ("ner", LINKER)]
@@ -66,15 +67,15 @@ def link_gold_spans(nlp: Any, corpus: PathLike, candidates: int = 5) -> List[Lin
             doc = nlp.make_doc(document.text)
             for name in before_linker:  # the abbreviation detector, which may relabel spans: gold spans win
                 doc = nlp.get_pipe(name)(doc)
-            spans, golds = [], []
+            golds = []
             for mention in document.mentions:
                 span = doc.char_span(mention.start, mention.end, label=mention.type.upper(), alignment_mode="expand")
                 if span is None:
                     raise InputError(f"mention {mention.text!r} does not align with tokens", corpus, mention.line)
-                spans.append(span)
                 golds.append((mention, span))
+            spans = [span for _, span in golds]
             doc.ents = ()
-            doc.set_ents(_without_overlaps(spans))
+            doc.set_ents(filter_spans(spans))
             docs.append((document, doc, golds))
         for (document, doc, golds), linked in zip(docs, pipe.pipe(d for _, d, _ in docs)):
             by_offsets = {(e.start_char, e.end_char, e.label_): e for e in linked.ents}
@@ -93,12 +94,6 @@ def link_gold_spans(nlp: Any, corpus: PathLike, candidates: int = 5) -> List[Lin
         pipe.configure(threshold=before.threshold, max_entities_per_mention=before.max_entities_per_mention)
         pipe.calibration = calibration
     return out
-
-
-def _without_overlaps(spans: Sequence[Any]) -> List[Any]:
-    from spacy.util import filter_spans
-
-    return filter_spans(spans)
 
 
 def features(spans: Iterable[LinkedSpan]) -> Tuple[np.ndarray, np.ndarray]:
