@@ -51,6 +51,7 @@ setup(
         "spacy_factories": [
             "sapbert_linker = spacy_sapbert.component:make_sapbert_linker",
             "abbreviation_entities = spacy_sapbert.abbreviation_entities:make_abbreviation_entities",
+            "sapbert_ner = spacy_sapbert.tagger.component:make_sapbert_ner",
         ],
         # The NER pipeline's config names this tokenizer; the entry point lets spacy.load find it.
         "spacy_tokenizers": ["sapbert.ScispacyTokenizer.v1 = spacy_sapbert.tokenizer:create_scispacy_tokenizer"],

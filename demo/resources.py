@@ -30,7 +30,8 @@ logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
 LINKER_FACTORY = "sapbert_linker"
 # Factories whose output is doc.ents: a pipeline with one of these has its own NER.
-NER_FACTORIES = frozenset({"ner", "beam_ner", "entity_ruler", "span_ruler", "spancat", "spancat_singlelabel"})
+NER_FACTORIES = frozenset({"ner", "beam_ner", "sapbert_ner", "entity_ruler", "span_ruler", "spancat",
+                           "spancat_singlelabel"})
 NER_SOURCE_MODEL = "pipeline's NER model"
 DICTIONARY_NOTE = (
     "This pipeline has no NER model, so mentions are found by a dictionary matcher (exact, case-insensitive "

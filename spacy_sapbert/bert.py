@@ -275,6 +275,21 @@ class FastTokenizer:
         encodings = self._tokenizer.encode_batch(texts, add_special_tokens=add_special_tokens)
         return {"input_ids": [e.ids for e in encodings]}
 
+    def word_pieces(self, words: Sequence[str]) -> List[List[int]]:
+        """Word-piece ids of each word on its own (no special tokens, never truncated): what a token
+        tagger needs to score a pre-tokenised text word by word."""
+        if self._max_length is not None:
+            self._tokenizer.no_truncation()
+            self._max_length = None
+        return [e.ids for e in self._tokenizer.encode_batch(list(words), add_special_tokens=False)]
+
+    def special_ids(self) -> Tuple[int, int]:
+        """(start, end) token ids around one sequence: [CLS] and [SEP] for BERT vocabularies."""
+        start, end = self._token_id(("[CLS]", "<s>")), self._token_id(("[SEP]", "</s>"))
+        if start is None or end is None:
+            raise ValueError(f"{self.folder / TOKENIZER_FILE}: no [CLS]/[SEP] (or <s>/</s>) token")
+        return start, end
+
 
 def load(folder: Path, config: Optional[Dict[str, Any]] = None) -> Tuple[BertEncoder, FastTokenizer, Dict[str, Any]]:
     """(model, tokenizer, config dict) of a folder :func:`supports`; ``config`` is its

@@ -112,17 +112,25 @@ def save_index(index: NameIndex, folder: PathLike, overwrite: bool = False) -> P
 
 
 def write_pipeline(nlp: Language, report: Dict[str, Any], output: PathLike, card_extra: str = "",
-                   overwrite: bool = False, started: Optional[float] = None) -> Dict[str, Any]:
+                   overwrite: bool = False, started: Optional[float] = None,
+                   keep_from: Optional[PathLike] = None, keep: Sequence[str] = ()) -> Dict[str, Any]:
     """Write ``nlp``, build.json (with the package marker) and the model card to ``output``.
 
     The package is built in a temporary sibling and swapped in whole, so a run killed at any
     moment leaves the earlier package or the new one, never a mix or nothing; ``report`` gains
-    the package's sizes, and with ``started`` (a ``time.perf_counter()``) the build's seconds."""
+    the package's sizes, and with ``started`` (a ``time.perf_counter()``) the build's seconds.
+    The component folders named in ``keep`` are copied byte for byte from the package
+    ``keep_from`` instead of being saved again."""
+    import shutil
+
     output = Path(output)
     _check_output(output, overwrite)
     _clean_leftovers(output)
     with atomic_dir(output) as tmp:
         nlp.to_disk(tmp)
+        for name in keep:
+            shutil.rmtree(tmp / name)
+            shutil.copytree(Path(keep_from) / name, tmp / name)  # type: ignore[arg-type]
         if started is not None:
             report["seconds"] = round(time.perf_counter() - started, 1)
         report["size_mb"] = round(sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file()) / 1e6, 1)
@@ -134,6 +142,17 @@ def write_pipeline(nlp: Language, report: Dict[str, Any], output: PathLike, card
         (tmp / "README.md").write_text(model_card(report, nlp.meta, card_extra), encoding="utf-8")
         _check_output(output, overwrite)  # the build took minutes: the folder may have changed meanwhile
     return report
+
+
+NER_PIPES = ("sapbert_ner", "ner")
+"""The NER components a default pipeline can start with: the transformer NER, or spaCy's (tok2vec + ner)."""
+NER_CARD = {
+    "sapbert_ner": "- `sapbert_ner`: CHEMICAL and DISEASE, the project's MiniLM fine-tuned as a token tagger with "
+                   "KB-name features (MeSH, MEDIC, open-biomed), trained by `spacy project run ner` on BC5CDR train "
+                   "+ NCBI disease train; scispaCy's tokenizer with hyphen splitting.",
+    "ner": "- `tok2vec` + `ner`: CHEMICAL and DISEASE, trained by `spacy project run ner-train-tok2vec` "
+           "(configs/ner.cfg) on BC5CDR train + NCBI disease train; scispaCy's tokenizer with hyphen splitting.",
+}
 
 
 def build_default_pipeline(ner: PathLike, model: PathLike, kb_path: PathLike, output: PathLike, *,
@@ -161,10 +180,11 @@ def build_default_pipeline(ner: PathLike, model: PathLike, kb_path: PathLike, ou
     if exact_index:
         _check_exact_index(Path(exact_index), overwrite)
     nlp = spacy.load(ner)
-    if "ner" not in nlp.pipe_names:
-        raise InputError("not a NER pipeline (no 'ner' component)", ner)
+    ner_pipe = next((name for name in NER_PIPES if name in nlp.pipe_names), None)
+    if ner_pipe is None:
+        raise InputError(f"not a NER pipeline (no {' or '.join(repr(n) for n in NER_PIPES)} component)", ner)
     if "abbreviation_entities" not in nlp.pipe_names:
-        nlp.add_pipe("abbreviation_entities", after="ner")
+        nlp.add_pipe("abbreviation_entities", after=ner_pipe)
     encoder = Encoder(model, device=device)
     encoder.round_weights("float16")
     kb = KnowledgeBase.from_jsonl(kb_path)
@@ -176,7 +196,8 @@ def build_default_pipeline(ner: PathLike, model: PathLike, kb_path: PathLike, ou
             save_index(exact, exact_index, overwrite)
     params = {"pq_m": pq_m} if pq_m else {}
     compact = exact.convert("pq", **params)
-    report: Dict[str, Any] = {"kb": kb.name, "kb_stats": kb.stats().as_dict(), "index_rows": len(compact),
+    report: Dict[str, Any] = {"ner_pipe": ner_pipe, "kb": kb.name, "kb_stats": kb.stats().as_dict(),
+                              "index_rows": len(compact),
                               "index_params": compact.manifest["params"],
                               "encode_seconds": exact.manifest["build"]["encode_seconds"],
                               "names_per_second": exact.manifest["build"]["names_per_second"]}
@@ -207,8 +228,9 @@ def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") ->
         "`spacy_sapbert.load()` (or `spacy.load(spacy_sapbert.DEFAULT_PIPELINE)`) gives this pipeline; "
         "`nlp.add_pipe(\"sapbert_linker\")` with no config uses its encoder, KB and index.", "",
         "## Components", "",
-        f"- `tok2vec` + `ner`: CHEMICAL and DISEASE, trained by `spacy project run ner-train` (configs/ner.cfg) on "
-        "BC5CDR train + NCBI disease train; scispaCy's tokenizer with hyphen splitting.",
+        NER_CARD[report.get("ner_pipe", "ner")] + (
+            " Its word-piece table, kept frozen in training, is the linker encoder's and is stored once."
+            if report.get("ner_shares_word_embeddings") else ""),
         "- `abbreviation_entities`: scispaCy's AbbreviationDetector; short forms take their long form's label, and "
         "the linker links the long form.",
         f"- `sapbert_linker`: all-MiniLM-L6-v2 fine-tuned by self-alignment (Multi-Similarity loss, online hard "
@@ -218,7 +240,7 @@ def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") ->
         f"shared IDs); FAISS product-quantised index of {report['index_rows']:,} rows "
         f"({report['index_params']['pq_m']} bytes per name).", "",
         "## Build", "",
-        "```bash\nspacy project run kb && spacy project run ner-data && spacy project run ner-train\n"
+        "```bash\nspacy project run kb && spacy project run ner\n"
         "spacy project run default-finetune && spacy project run package\n```", "",
         f"Encoding the KB's names took {report['encode_seconds']:.0f} s ({report['names_per_second']:.0f} names/s); "
         f"the whole build {report['seconds']:.0f} s. Size on disk: {report['size_mb']} MB "

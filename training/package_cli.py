@@ -47,5 +47,24 @@ def package_default(
     typer.echo(json.dumps(report, indent=1))
 
 
+def package_ner(
+    ner: Path = typer.Option(..., "--ner", help="Trained NER pipeline (training_runs/ner-tagger/model-best)."),
+    pipeline: Path = typer.Option(Path("spacy_sapbert/data/default"), "--pipeline",
+                                  help="The packaged default whose linker is kept."),
+    output: Path = typer.Option(..., "--output", "-o", help="Pipeline folder to write (may be --pipeline)."),
+    card: Optional[Path] = typer.Option(None, "--card-extra", help="Markdown appended to the model card."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output even when it is not an earlier "
+                                   "package, with everything in it."),
+) -> None:
+    """Swap the NER of a packaged default pipeline for a newly trained one; the linker stays as it is."""
+    from .package_ner import replace_ner
+
+    with exit_on_input_error():
+        extra = card.read_text(encoding="utf-8") if card else ""
+        report = replace_ner(pipeline, ner, output, card_extra=extra, overwrite=overwrite)
+    typer.echo(json.dumps(report, indent=1))
+
+
 def register(app: typer.Typer) -> None:
     app.command("package-default")(package_default)
+    app.command("package-ner")(package_ner)

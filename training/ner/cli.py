@@ -1,9 +1,11 @@
-"""``sapbert ner-data`` / ``ner-evaluate`` / ``ner-e2e``: the NER model's corpus and scores.
+"""``sapbert ner-data`` / ``ner-train`` / ``ner-evaluate`` / ``ner-e2e``: the NER models' corpus, training and scores.
 
-Training itself is ``python -m spacy train configs/ner.cfg`` (see project.yml ``ner-train``).
+``ner-train`` trains the transformer NER (``sapbert_ner``); the tok2vec model is trained with
+``python -m spacy train configs/ner.cfg`` (project.yml ``ner-train-tok2vec``).
 """
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import List, Optional
@@ -13,6 +15,9 @@ import typer
 from spacy_sapbert.errors import exit_on_input_error
 
 logger = logging.getLogger(__name__)
+STYLE_FILES = {"bc5cdr": "train_bc5cdr.spacy", "ncbi": "train_ncbi.spacy"}
+"""The annotation styles ``ner-train`` learns and their training files from ``ner-data``; BC5CDR's, first, is the
+pipe's default."""
 
 
 def ner_data(
@@ -35,10 +40,57 @@ def ner_data(
                          mask_ncbi_chemicals=mask_ncbi_chemicals, split_hyphens=split_hyphens)
 
 
+def ner_train(
+    corpus: Path = typer.Argument(..., help="Folder with train.spacy and dev.spacy from `sapbert ner-data`."),
+    output: Path = typer.Option(..., "--output", "-o", help="NER pipeline folder to write (new or empty)."),
+    kb: List[Path] = typer.Option(..., "--kb", help="KB file(s) whose names become the gazetteer features."),
+    base_model: str = typer.Option("default", help="default (the shipped encoder), a BERT folder or model name."),
+    run_dir: Path = typer.Option(Path("training_runs/ner-tagger"), help="Checkpoints, log.jsonl and best/."),
+    epochs: int = typer.Option(10, help="Passes over the training windows (early stopping may end sooner)."),
+    patience: int = typer.Option(3, help="Stop after this many epochs without a better dev F1."),
+    batch_size: int = typer.Option(16, help="Windows per micro-batch."),
+    grad_accum: int = typer.Option(1, help="Micro-batches per optimiser step."),
+    lr: float = typer.Option(5e-5, help="Encoder learning rate."),
+    head_lr: float = typer.Option(1e-3, help="Learning rate of the tag head and the gazetteer embedding."),
+    warmup_steps: int = typer.Option(100, help="Linear warm-up steps."),
+    max_pieces: int = typer.Option(256, help="Word pieces per window."),
+    freeze_embeddings: bool = typer.Option(True, help="Keep the word-piece embeddings fixed."),
+    layers: int = typer.Option(0, help="Keep only the base encoder's first N layers (0: all); fewer is faster."),
+    shapes: bool = typer.Option(False, help="Add word-shape classes (lower, Capitalised, UPPER, mixed) to the "
+                                "features."),
+    styles: bool = typer.Option(
+        False, help="Learn BC5CDR's and NCBI's annotation styles apart (train_bc5cdr.spacy, train_ncbi.spacy; "
+                   "the pipe tags in BC5CDR's) instead of one model of train.spacy."),
+    device: str = typer.Option("auto", help="cpu, cuda or auto."),
+    amp: str = typer.Option("auto", help="auto, no, bf16, fp16."),
+    seed: int = typer.Option(0),
+    resume: bool = typer.Option(False, help="Continue from the newest checkpoint in --run-dir."),
+) -> None:
+    """Fine-tune the transformer NER (MiniLM + KB-name features) with early stopping on dev."""
+    from .tagger.config import NerConfig
+    from .tagger.trainer import NerTrainer
+
+    with exit_on_input_error():
+        config = NerConfig(base_model=base_model, epochs=epochs, patience=patience, batch_size=batch_size,
+                           grad_accum=grad_accum, lr=lr, head_lr=head_lr, warmup_steps=warmup_steps,
+                           max_pieces=max_pieces, freeze_embeddings=freeze_embeddings, layers=layers, shapes=shapes,
+                           device=device, amp=amp, seed=seed)
+        if styles:
+            config.styles = list(STYLE_FILES)
+        train = [corpus / STYLE_FILES[style] for style in config.styles] or [corpus / "train.spacy"]
+        trainer = NerTrainer(config, train, corpus / "dev.spacy", kb, output, run_dir)
+        result = trainer.train(resume=resume)
+    typer.echo(json.dumps(result, indent=2))
+
+
 def ner_evaluate(
     model: Path = typer.Argument(..., help="A trained NER pipeline (training_runs/ner/model-best)."),
     corpora: Path = typer.Argument(..., help="Folder with bc5cdr/ and ncbi-disease/ PubTator files."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the scores as JSON here."),
+    check_set: Optional[Path] = typer.Option(
+        None, help="Also score the lay-language / gene-name sentences (benchmarks/ner_lay_language.jsonl)."),
+    style: Optional[str] = typer.Option(
+        None, help="Annotation style of a sapbert_ner model (bc5cdr, the default, or ncbi)."),
 ) -> None:
     """Print precision/recall/F1 per label on BC5CDR dev and NCBI test (exact character spans)."""
     from .corpus import CorpusPaths
@@ -46,9 +98,13 @@ def ner_evaluate(
 
     with exit_on_input_error():
         paths = CorpusPaths.from_folder(corpora)
-        reports = evaluate_ner(model, paths.bc5cdr_dev, paths.ncbi_test, output)
+        reports = evaluate_ner(model, paths.bc5cdr_dev, paths.ncbi_test, output, check_set, style)
     for report in reports:
-        typer.echo(format_report(report) + "\n")
+        typer.echo(format_report(report))
+        for key in ("missed", "false_positives", "gene_false_positives"):
+            if key in report:
+                typer.echo(f"  {key.replace('_', ' ')} ({len(report[key])}): {'; '.join(report[key])}")
+        typer.echo("")
 
 
 def ner_e2e(
@@ -92,6 +148,7 @@ def ner_vectors(
 def register(app: typer.Typer) -> None:
     """Add the NER commands to the ``sapbert`` app."""
     app.command("ner-data")(ner_data)
+    app.command("ner-train")(ner_train)
     app.command("ner-evaluate")(ner_evaluate)
     app.command("ner-e2e")(ner_e2e)
     app.command("ner-vectors")(ner_vectors)

@@ -77,7 +77,9 @@ def build_ner_corpus(
     mask_ncbi_chemicals: bool = True,
     split_hyphens: bool = True,
 ) -> Dict[str, ConversionStats]:
-    """Write ``train.spacy``, ``dev.spacy`` (and ``ncbi_test.spacy``) plus ``stats.json`` to ``output``.
+    """Write ``train.spacy``, ``dev.spacy`` (and ``ncbi_test.spacy``) plus ``stats.json`` to ``output``,
+    and train.spacy's parts per corpus, ``train_bc5cdr.spacy`` and ``train_ncbi.spacy`` (the
+    transformer NER learns each corpus's annotation style apart).
 
     Returns the stats per part. ``split_hyphens`` must match the training config's tokenizer
     (configs/ner.cfg: true); ``nlp``, when given, wins over it.
@@ -112,18 +114,20 @@ def _convert_corpora(nlp: Language, paths: CorpusPaths, misaligned: str, mask_nc
                      ) -> Tuple[Dict[str, List[Doc]], Dict[str, ConversionStats]]:
     """The docs per output file, and the stats per part (train has a BC5CDR and an NCBI part)."""
     stats: Dict[str, ConversionStats] = {}
-    train_docs, stats["train/bc5cdr"] = convert_documents(
+    bc5cdr_docs, stats["train/bc5cdr"] = convert_documents(
         nlp, read_pubtator(paths.bc5cdr_train), BC5CDR_LABELS, misaligned, source="bc5cdr-train:")
+    outputs = {"train.spacy": list(bc5cdr_docs), "train_bc5cdr.spacy": bc5cdr_docs}
     if paths.ncbi_train is not None:
         ncbi_docs, ncbi_stats = convert_documents(
             nlp, read_pubtator(paths.ncbi_train), NCBI_LABELS, misaligned, source="ncbi-train:")
         if mask_ncbi_chemicals:
-            ncbi_stats.masked_spans = mask_unannotated(nlp, ncbi_docs, chemical_lexicon(train_docs))
+            ncbi_stats.masked_spans = mask_unannotated(nlp, ncbi_docs, chemical_lexicon(bc5cdr_docs))
         stats["train/ncbi"] = ncbi_stats
-        train_docs += ncbi_docs
+        outputs["train.spacy"] += ncbi_docs
+        outputs["train_ncbi.spacy"] = ncbi_docs
     dev_docs, stats["dev"] = convert_documents(
         nlp, read_pubtator(paths.bc5cdr_dev), BC5CDR_LABELS, misaligned, source="bc5cdr-dev:")
-    outputs = {"train.spacy": train_docs, "dev.spacy": dev_docs}
+    outputs["dev.spacy"] = dev_docs
     if paths.ncbi_test is not None:
         test_docs, stats["ncbi_test"] = convert_documents(
             nlp, read_pubtator(paths.ncbi_test), NCBI_LABELS, misaligned, source="ncbi-test:")

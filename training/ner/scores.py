@@ -142,8 +142,11 @@ def write_report(reports: Sequence[dict], path: PathLike, extra: Optional[dict] 
 
 
 def evaluate_ner(model: PathLike, bc5cdr_dev: Optional[PathLike] = None, ncbi_test: Optional[PathLike] = None,
-                 output: Optional[PathLike] = None) -> List[dict]:
-    """Score a NER pipeline on BC5CDR dev (CHEMICAL, DISEASE) and NCBI test (DISEASE only).
+                 output: Optional[PathLike] = None, check_set: Optional[PathLike] = None,
+                 style: Optional[str] = None) -> List[dict]:
+    """Score a NER pipeline on BC5CDR dev (CHEMICAL, DISEASE), NCBI test (DISEASE only) and, given
+    ``check_set``, the lay-language and gene-name sentences of :mod:`.lay`. ``style`` is the
+    annotation style a ``sapbert_ner`` pipe tags in (see :mod:`spacy_sapbert.tagger.features`).
 
     Returns the reports (and writes them as JSON to ``output`` when given); ``format_report``
     turns one into the table ``ner-evaluate`` prints.
@@ -153,7 +156,7 @@ def evaluate_ner(model: PathLike, bc5cdr_dev: Optional[PathLike] = None, ncbi_te
     from ..corpora import read_pubtator
     from .data import BC5CDR_LABELS, DISEASE, NCBI_LABELS
 
-    nlp = spacy.load(model)
+    nlp = spacy.load(model, config={"components": {"sapbert_ner": {"style": style}}} if style else {})
     reports = []
     if bc5cdr_dev is not None:
         docs = list(read_pubtator(bc5cdr_dev))
@@ -161,10 +164,14 @@ def evaluate_ner(model: PathLike, bc5cdr_dev: Optional[PathLike] = None, ncbi_te
     if ncbi_test is not None:
         docs = list(read_pubtator(ncbi_test))
         reports.append(evaluate_corpus(nlp, docs, NCBI_LABELS, labels=[DISEASE], name="NCBI test"))
+    if check_set is not None:
+        from .lay import evaluate_check_set
+
+        reports.extend(evaluate_check_set(nlp, check_set))
     for report in reports:
         scores = report["scores"]["ALL"]
         logger.info("%s: P %.2f R %.2f F1 %.2f", report["corpus"], scores["p"], scores["r"], scores["f"])
     if output is not None:
-        write_report(reports, output, {"model": str(model), "pipeline": nlp.pipe_names,
+        write_report(reports, output, {"model": str(model), "pipeline": nlp.pipe_names, "style": style,
                                        "tokenizer": dict(nlp.config["nlp"]["tokenizer"])})
     return reports

@@ -1,0 +1,99 @@
+"""Training data for the transformer NER: DocBin docs → word-piece windows with a gold tag per scored token.
+
+The DocBin files are those ``sapbert ner-data`` writes for spaCy's NER (BC5CDR + NCBI train,
+BC5CDR dev), so both NER models learn from exactly the same annotation, missing marks included
+(:mod:`spacy_sapbert.tagger.tags`). The gazetteer is built here from the KB files, with the
+pipeline's tokenizer, and saved beside the model.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
+
+from spacy.language import Language
+from spacy.tokens import Doc, DocBin
+
+from spacy_sapbert.errors import InputError
+from spacy_sapbert.kb_files import read_concepts
+from spacy_sapbert.tagger.gazetteer import Gazetteer, kb_label_names
+from spacy_sapbert.tagger.tagging import Tagging
+from spacy_sapbert.tagger.tags import IGNORE, TagScheme
+from spacy_sapbert.tagger.windows import Window
+
+logger = logging.getLogger(__name__)
+PathLike = Union[str, Path]
+
+
+def read_docbin(path: PathLike, nlp: Language) -> List[Doc]:
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("DocBin file not found (build it with `spacy project run ner-data`)", path)
+    try:
+        return list(DocBin().from_disk(path).get_docs(nlp.vocab))
+    except (ValueError, KeyError) as err:
+        raise InputError(f"not a spaCy DocBin file ({err})", path) from err
+
+
+def build_gazetteer(kb_files: Sequence[PathLike], label_to_types: Mapping[str, Sequence[str]],
+                    nlp: Language) -> Gazetteer:
+    """Names of every concept of ``kb_files`` whose types map to a label, cut by ``nlp``'s tokenizer."""
+    def concepts():
+        for kb_file in kb_files:
+            for _, concept in read_concepts(Path(kb_file)):
+                yield concept
+
+    gazetteer = Gazetteer.from_names(kb_label_names(concepts(), label_to_types), nlp.tokenizer)
+    missing = [label for label in label_to_types if label not in gazetteer.labels]
+    if missing:
+        raise InputError(f"no KB name has a type mapped to {missing} (label_to_types {dict(label_to_types)})",
+                         field="label_to_types")
+    return gazetteer
+
+
+@dataclass
+class Example:
+    window: Window
+    gold: List[int]
+
+
+def examples(docs: Sequence[Doc], tagging: Tagging, style: Optional[str] = None
+             ) -> Tuple[List[Example], Dict[str, int]]:
+    """Every window of every doc (read in ``style``) with the gold tags of its scored tokens, and counts for the log."""
+    out: List[Example] = []
+    stats = {"docs": len(docs), "windows": 0, "tokens": 0, "ignored": 0, "entities": 0}
+    for doc in docs:
+        gold = tagging.scheme.gold(doc)
+        stats["entities"] += len(doc.ents)
+        for window in tagging.windows(doc, style):
+            tags = [gold[i] for i in window.tokens]
+            out.append(Example(window, tags))
+            stats["windows"] += 1
+            stats["tokens"] += len(tags)
+            stats["ignored"] += sum(t == IGNORE for t in tags)
+    return out, stats
+
+
+def span_f1(docs: Sequence[Doc], predicted: Sequence[Sequence]) -> Dict[str, float]:
+    """Strict (start, end, label) precision/recall/F1 against the docs' gold entities, in percent."""
+    gold = {(d, e.start, e.end, e.label_) for d, doc in enumerate(docs) for e in doc.ents}
+    pred = {(d, s.start, s.end, s.label_) for d, spans in enumerate(predicted) for s in spans}
+    tp = len(gold & pred)
+    p = tp / len(pred) if pred else 0.0
+    r = tp / len(gold) if gold else 0.0
+    f = 2 * p * r / (p + r) if p + r else 0.0
+    return {"p": round(100 * p, 2), "r": round(100 * r, 2), "f": round(100 * f, 2)}
+
+
+def fingerprint(paths: Sequence[PathLike], gazetteer: Gazetteer) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(Path(path).read_bytes())
+    digest.update(str(len(gazetteer)).encode())
+    return digest.hexdigest()[:16]
+
+
+def scheme_for(labels: Sequence[str]) -> TagScheme:
+    return TagScheme(sorted(labels))
