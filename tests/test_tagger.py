@@ -302,3 +302,21 @@ def test_a_different_table_is_not_shared(tiny_bert, nlp, tmp_path):
     ner = pipeline.add_pipe("sapbert_ner", config={"model": str(_tagger_folder(tiny_bert, nlp, tmp_path / "t"))})
     pipeline.add_pipe("test_table_holder", config={"folder": str(other)})
     assert not ner.share_word_embeddings("test_table_holder")
+
+
+def test_spans_lose_stray_punctuation_at_their_edges(nlp):
+    scheme = TagScheme(["CHEMICAL", "DISEASE"])
+    doc = nlp("Hydroxychloroquine ( HCQ ) and vitamin B(12) .")
+    words = [t.text for t in doc]
+    b, i = scheme.begin("CHEMICAL"), scheme.begin("CHEMICAL") + 1
+    tags = [0] * len(doc)
+    tags[0], tags[1] = b, i                                   # "Hydroxychloroquine (" -> trimmed
+    start = words.index("vitamin")
+    end = words.index(")", start) + 1
+    tags[start:end] = [b] + [i] * (end - start - 1)          # "vitamin B(12)" keeps its matched ")"
+    spans = scheme.spans(doc, tags)
+    assert [s.text for s in spans] == ["Hydroxychloroquine", doc[start:end].text]
+    assert spans[1].text.endswith(")")
+    only = [0] * len(doc)
+    only[1] = b                                              # a span of "(" alone disappears
+    assert scheme.spans(doc, only) == []

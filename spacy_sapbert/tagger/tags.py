@@ -82,14 +82,44 @@ class TagScheme:
         return path[::-1]
 
     def spans(self, doc: Doc, tags: Sequence[int]) -> List[Span]:
-        """Entity spans of a well-formed tag sequence (one tag per token of ``doc``)."""
+        """Entity spans of a well-formed tag sequence (one tag per token of ``doc``), stray
+        punctuation at their edges trimmed (:func:`trimmed`)."""
         spans: List[Span] = []
         start, label = -1, ""
         for i, tag in enumerate(list(tags) + [0]):
             name = self.tags[tag]
             if start >= 0 and not name.startswith("I-"):
-                spans.append(Span(doc, start, i, label=label))
+                first, last = trimmed(doc, start, i)
+                if first < last:
+                    spans.append(Span(doc, first, last, label=label))
                 start = -1
             if name.startswith("B-"):
                 start, label = i, name[2:]
         return spans
+
+
+OPENING, CLOSING = "([{", ")]}"
+
+
+def trimmed(doc: Doc, start: int, end: int) -> Tuple[int, int]:
+    """``(start, end)`` without punctuation or space tokens at the edges, unless a bracket there is
+    matched inside the span: "Hydroxychloroquine (" loses its "(", "vitamin B(12)" keeps its ")"."""
+    def loose(i: int, edge_is_start: bool) -> bool:
+        token = doc[i]
+        if token.is_space:
+            return True
+        if not token.is_punct:
+            return False
+        rest = (doc[start + 1:end] if edge_is_start else doc[start:end - 1]).text
+        opened = sum(rest.count(c) for c in OPENING) - sum(rest.count(c) for c in CLOSING)
+        if edge_is_start and token.text in OPENING:
+            return opened >= 0  # nothing inside is left to close
+        if not edge_is_start and token.text in CLOSING:
+            return opened <= 0  # nothing inside was left open
+        return True
+
+    while start < end and loose(start, True):
+        start += 1
+    while end > start and loose(end - 1, False):
+        end -= 1
+    return start, end
