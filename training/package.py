@@ -229,6 +229,7 @@ def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") ->
         "`nlp.add_pipe(\"sapbert_linker\")` with no config uses its encoder, KB and index.", "",
         "## Components", "",
         NER_CARD[report.get("ner_pipe", "ner")] + (
+            f" Its encoder keeps the first {report['ner_layers']} layers." if report.get("ner_layers") else "") + (
             " Its word-piece table, kept frozen in training, is the linker encoder's and is stored once."
             if report.get("ner_shares_word_embeddings") else ""),
         "- `abbreviation_entities`: scispaCy's AbbreviationDetector; short forms take their long form's label, and "
@@ -243,7 +244,9 @@ def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") ->
         "```bash\nspacy project run kb && spacy project run ner\n"
         "spacy project run default-finetune && spacy project run package\n```", "",
         f"Encoding the KB's names took {report['encode_seconds']:.0f} s ({report['names_per_second']:.0f} names/s); "
-        f"the whole build {report['seconds']:.0f} s. Size on disk: {report['size_mb']} MB "
+        f"the whole build {report['seconds']:.0f} s" + (
+            f" (the NER was swapped in later, {report['ner_swap_seconds']:.0f} s)" if "ner_swap_seconds" in report
+            else "") + f". Size on disk: {report['size_mb']} MB "
         f"({', '.join(f'{k} {v} MB' for k, v in report['components_mb'].items())}).", "",
     ]
     if pq:

@@ -36,7 +36,7 @@ def replace_ner(pipeline: PathLike, ner: PathLike, output: PathLike, card_extra:
     if not build_file.is_file():
         raise InputError(f"not a packaged default pipeline ({BUILD_FILE} missing)", pipeline)
     build = json.loads(build_file.read_text(encoding="utf-8"))
-    report = {k: v for k, v in build.items() if k not in (MARKER_KEY, "seconds", "size_mb", "components_mb")}
+    report = {k: v for k, v in build.items() if k not in (MARKER_KEY, "size_mb", "components_mb")}
     nlp = spacy.load(pipeline)
     source = spacy.load(ner)
     new = [name for name in source.pipe_names if name in NER_COMPONENTS]
@@ -51,9 +51,11 @@ def replace_ner(pipeline: PathLike, ner: PathLike, output: PathLike, card_extra:
     report.update({"ner_pipe": next(n for n in new if n in NER_PIPES), "ner": str(ner)})
     if "sapbert_ner" in new:
         pipe = nlp.get_pipe("sapbert_ner")
+        report["ner_layers"] = len(pipe._ready().model.encoder.encoder.layer)
         pipe.nlp = nlp  # it came from `source`: the table it may share is this pipeline's linker's
         report["ner_shares_word_embeddings"] = pipe.share_word_embeddings("sapbert_linker")
-    write_pipeline(nlp, report, output, card_extra, overwrite, started=started, keep_from=pipeline,
+    report["ner_swap_seconds"] = round(time.perf_counter() - started, 1)
+    write_pipeline(nlp, report, output, card_extra, overwrite, keep_from=pipeline,
                    keep=[n for n in nlp.pipe_names if n not in NER_COMPONENTS and (pipeline / n).is_dir()])
     logger.info("NER of %s replaced by %s's: %s", output, ner, json.dumps(report.get("components_mb")))
     return report
