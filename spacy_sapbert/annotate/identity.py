@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional, Union
 from ..atomic import atomic_write_text
 from ..errors import InputError
 from ..jsonfile import read_json_object
+from .readers import folder_documents
 
 PathLike = Union[str, Path]
 SIDECAR_SUFFIX = ".sapbert.json"
@@ -42,7 +43,7 @@ def input_identity(source: PathLike) -> Dict[str, Any]:
     identity: Dict[str, Any] = {"path": str(source.resolve())}
     if source.is_dir():
         digest = hashlib.sha256()
-        for file in sorted(p for p in source.rglob("*.txt") if p.is_file()):
+        for file in folder_documents(source):
             stat = file.stat()
             digest.update(f"{file.relative_to(source).as_posix()}\t{stat.st_size}\t{stat.st_mtime_ns}\n".encode())
         identity["files_sha256"] = digest.hexdigest()
@@ -51,23 +52,46 @@ def input_identity(source: PathLike) -> Dict[str, Any]:
     return identity
 
 
+def files_identity(files: List[Path]) -> Dict[str, Any]:
+    """Several input files (a glob, a folder of files): each one's path, size and modification time."""
+    digest = hashlib.sha256()
+    for file in files:
+        stat = file.stat()
+        digest.update(f"{file.resolve()}\t{stat.st_size}\t{stat.st_mtime_ns}\n".encode())
+    return {"files": len(files), "files_sha256": digest.hexdigest()}
+
+
 def pipeline_identity(nlp: Any) -> Dict[str, Any]:
     """Name, version, components and a hash of the config (device settings left out: moving a
     run to a GPU does not change its output)."""
-    config = nlp.config.copy()
+    return _config_identity(nlp.config.copy(), nlp.meta, list(nlp.pipe_names))
+
+
+def saved_pipeline_identity(location: PathLike) -> Dict[str, Any]:
+    """:func:`pipeline_identity` of a saved pipeline, read from its config and meta without loading it
+    (the distributed engine's driver, whose workers do the loading)."""
+    from spacy.util import load_config, load_meta
+
+    location = Path(location)
+    config = load_config(location / "config.cfg")
+    meta = load_meta(location / "meta.json") if (location / "meta.json").is_file() else {}
+    return _config_identity(config, meta, list(config.get("nlp", {}).get("pipeline", [])))
+
+
+def _config_identity(config: Any, meta: Dict[str, Any], pipe_names: List[str]) -> Dict[str, Any]:
     for component in config.get("components", {}).values():
         component.pop("device", None)
     digest = hashlib.sha256(config.to_str().encode("utf-8")).hexdigest()[:16]
-    return {"name": nlp.meta.get("name", ""), "version": nlp.meta.get("version", ""),
-            "components": list(nlp.pipe_names), "config_sha256": digest}
+    return {"name": meta.get("name", ""), "version": meta.get("version", ""), "components": pipe_names,
+            "config_sha256": digest}
 
 
-def _differences(recorded: Dict[str, Any], current: Dict[str, Any], prefix: str = "") -> List[str]:
+def differences(recorded: Dict[str, Any], current: Dict[str, Any], prefix: str = "") -> List[str]:
     out = []
     for key in list(current) + [k for k in recorded if k not in current]:
         old, new = recorded.get(key), current.get(key)
         if isinstance(old, dict) and isinstance(new, dict):
-            out.extend(_differences(old, new, f"{prefix}{key}."))
+            out.extend(differences(old, new, f"{prefix}{key}."))
         elif old != new:
             out.append(f"{prefix}{key}: {old!r} then, {new!r} now")
     return out
@@ -98,10 +122,10 @@ class RunRecord:
                              f"output was written from (an older version, or not written by sapbert annotate); use "
                              f"another --output, or --overwrite to start it again", self.output)
         for part in parts:
-            differences = _differences(recorded.get(part, {}), self.current.get(part, {}))
-            if differences:
+            found = differences(recorded.get(part, {}), self.current.get(part, {}))
+            if found:
                 raise InputError(f"cannot resume: this output was written from another {part} "
-                                 f"({'; '.join(differences)}); use another --output, or --overwrite to start it "
+                                 f"({'; '.join(found)}); use another --output, or --overwrite to start it "
                                  f"again", self.output)
 
     def write(self) -> None:
@@ -112,4 +136,5 @@ class RunRecord:
             self.path.unlink()
 
 
-__all__ = ["RunRecord", "SIDECAR_SUFFIX", "input_identity", "pipeline_identity", "sidecar_path"]
+__all__ = ["RunRecord", "SIDECAR_SUFFIX", "differences", "files_identity", "input_identity", "pipeline_identity",
+           "saved_pipeline_identity", "sidecar_path"]

@@ -16,6 +16,11 @@ Formats (``fmt``):
 Every record has an ``ordinal`` (its position among the input's records, malformed ones
 included), which the resumable output uses to skip finished documents. A record that
 cannot be read is yielded as :class:`Malformed` with the file and line, never dropped.
+
+A :class:`Span` reads part of an input (a shard of :mod:`.shards`): a byte range of a
+file that starts at a record, or a range of a folder's files, with the line number and
+ordinal its first record has in the whole input, so that a shard's records are those of
+the whole read, numbered the same.
 """
 from __future__ import annotations
 
@@ -44,6 +49,10 @@ class Record:
     text: str
     where: str
     meta: Dict[str, Any] = field(default_factory=dict)
+    line: int = 0
+    """Line number of the record's first line (0 for a folder's file)."""
+    offset: int = 0
+    """Byte offset of the record's first line in its (decompressed) file: where a shard may start."""
 
 
 @dataclass
@@ -58,17 +67,35 @@ class Malformed:
 Item = Union[Record, Malformed]
 
 
+@dataclass(frozen=True)
+class Span:
+    """Part of an input: bytes ``[start, end)`` of a file (``end`` None: to its end), or files
+    ``[start, end)`` of a folder in name order; ``first_line``/``first_ordinal`` number its first record."""
+
+    start: int = 0
+    end: Optional[int] = None
+    first_line: int = 1
+    first_ordinal: int = 0
+
+
+WHOLE = Span()
+
+
 SNIFF_BYTES = 8192
 MAX_UNDECODABLE = 0.05
 """Share of a file's first bytes that may fail to decode before it is refused as not text."""
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
+def is_gzip(path: Path) -> bool:
+    """Whether ``path`` is gzip-compressed (by its magic number, whatever its name)."""
+    with path.open("rb") as handle:
+        return handle.read(2) == _GZIP_MAGIC
+
+
 def _open_bytes(path: Path) -> Any:
     """The file's bytes, decompressed when it is gzip (by its magic number, whatever its name)."""
-    with path.open("rb") as handle:
-        magic = handle.read(2)
-    return gzip.open(path, "rb") if magic == _GZIP_MAGIC else path.open("rb")
+    return gzip.open(path, "rb") if is_gzip(path) else path.open("rb")
 
 
 def text_problem(head: bytes) -> Optional[str]:
@@ -118,8 +145,8 @@ def detect_format(path: PathLike) -> str:
 
 
 def read_records(path: PathLike, fmt: str = "auto", text_field: str = "text",
-                 id_field: Optional[str] = "id") -> Iterator[Item]:
-    """Stream the records of ``path`` (a file, or a folder of ``.txt`` files)."""
+                 id_field: Optional[str] = "id", span: Span = WHOLE) -> Iterator[Item]:
+    """Stream the records of ``path`` (a file, or a folder of ``.txt`` files), or of its ``span``."""
     path = Path(path)
     if not path.exists():
         raise InputError("input not found", path)
@@ -132,45 +159,63 @@ def read_records(path: PathLike, fmt: str = "auto", text_field: str = "text",
     if path.is_dir():
         if fmt != "text":
             raise InputError(f"a folder is read as one document per .txt file, not as {fmt}", path, field="format")
-        return _read_folder(path)
+        return _read_folder(path, span)
     if fmt == "text":
-        return _read_lines(path)
+        return _read_lines(path, span)
     if fmt == "jsonl":
-        return _read_jsonl(path, text_field, id_field)
-    return _read_pubtator(path)
+        return _read_jsonl(path, text_field, id_field, span)
+    return _read_pubtator(path, span)
 
 
-def _lines(path: Path) -> Iterator[tuple]:
-    """(line number, text, decode problem) for each line, surviving undecodable bytes."""
+def folder_documents(path: Path) -> List[Path]:
+    """The documents of a folder read as ``text``: its ``*.txt`` files, in name order."""
+    return sorted(p for p in path.rglob("*.txt") if p.is_file())
+
+
+def _span_lines(handle: Any, span: Span) -> Iterator[Tuple[int, int, bytes]]:
+    """(line number, byte offset, bytes) of each line of ``span``."""
+    if span.start:
+        handle.seek(span.start)
+    position = span.start
+    for number, raw in enumerate(handle, span.first_line):
+        if span.end is not None and position >= span.end:
+            return
+        yield number, position, raw
+        position += len(raw)
+
+
+def _lines(path: Path, span: Span = WHOLE) -> Iterator[tuple]:
+    """(line number, text, decode problem, byte offset) for each line, surviving undecodable bytes."""
     number = 0
     try:
         with _open_bytes(path) as handle:
-            for number, raw in enumerate(handle, 1):
+            for number, position, raw in _span_lines(handle, span):
                 try:
-                    yield number, raw.decode("utf-8").rstrip("\r\n"), None
+                    yield number, raw.decode("utf-8").rstrip("\r\n"), None, position
                 except UnicodeDecodeError as err:
-                    yield number, raw.decode("utf-8", errors="replace").rstrip("\r\n"), f"not UTF-8 ({err.reason})"
+                    yield (number, raw.decode("utf-8", errors="replace").rstrip("\r\n"), f"not UTF-8 ({err.reason})",
+                           position)
     except (OSError, EOFError, zlib.error) as err:  # a truncated gzip stream ends in EOFError
         raise InputError(f"cannot read input after line {number} ({getattr(err, 'strerror', None) or err})",
                          path) from err
 
 
-def _read_lines(path: Path) -> Iterator[Item]:
-    ordinal = 0
-    for number, line, problem in _lines(path):
+def _read_lines(path: Path, span: Span) -> Iterator[Item]:
+    ordinal = span.first_ordinal
+    for number, line, problem, position in _lines(path, span):
         if not line.strip():
             continue
         where = f"{path}:{number}"
         if problem:
             yield Malformed(ordinal, where, problem)
         else:
-            yield Record(ordinal, str(number), line, where)
+            yield Record(ordinal, str(number), line, where, line=number, offset=position)
         ordinal += 1
 
 
-def _read_folder(path: Path) -> Iterator[Item]:
-    files = sorted(p for p in path.rglob("*.txt") if p.is_file())
-    for ordinal, file in enumerate(files):
+def _read_folder(path: Path, span: Span) -> Iterator[Item]:
+    files = folder_documents(path)[span.start:span.end]
+    for ordinal, file in enumerate(files, span.start):
         doc_id = file.relative_to(path).as_posix()
         try:
             data = file.read_bytes()
@@ -185,13 +230,15 @@ def _read_folder(path: Path) -> Iterator[Item]:
             yield Malformed(ordinal, str(file), f"cannot read ({err.strerror or err})")
 
 
-def _read_jsonl(path: Path, text_field: str, id_field: Optional[str]) -> Iterator[Item]:
-    ordinal = 0
-    for number, line, problem in _lines(path):
+def _read_jsonl(path: Path, text_field: str, id_field: Optional[str], span: Span) -> Iterator[Item]:
+    ordinal = span.first_ordinal
+    for number, line, problem, position in _lines(path, span):
         if not line.strip():
             continue
         where = f"{path}:{number}"
         item = _jsonl_record(ordinal, number, line, where, problem, text_field, id_field)
+        if isinstance(item, Record):
+            item.line, item.offset = number, position
         ordinal += 1
         yield item
 
@@ -224,18 +271,28 @@ def _jsonl_record(ordinal: int, number: int, line: str, where: str, problem: Opt
     return Record(ordinal, str(doc_id), text, where, meta=obj)
 
 
-def _read_pubtator(path: Path) -> Iterator[Item]:
+def _read_pubtator(path: Path, span: Span) -> Iterator[Item]:
     """One record per block (:mod:`spacy_sapbert.pubtator`); a broken block is one :class:`Malformed`."""
     problems: Dict[int, str] = {}
 
+    starts: Dict[int, int] = {}  # first line of a block -> its byte offset (kept until the block is read)
+
     def numbered() -> Iterator[Tuple[int, str]]:
-        for number, line, problem in _lines(path):
+        after_blank = True
+        for number, line, problem, position in _lines(path, span):
             if problem:
                 problems[number] = problem
+            blank = not line.strip()
+            if not blank and after_blank:
+                starts[number] = position
+            after_blank = blank
             yield number, line
-
-    for ordinal, block in enumerate(split_blocks(numbered())):
-        yield _pubtator_record(ordinal, path, block, problems)
+    for ordinal, block in enumerate(split_blocks(numbered()), span.first_ordinal):
+        item = _pubtator_record(ordinal, path, block, problems)
+        offset = starts.pop(block[0][0], 0)
+        if isinstance(item, Record):
+            item.line, item.offset = block[0][0], offset
+        yield item
 
 
 def _pubtator_record(ordinal: int, path: Path, block: List[Tuple[int, str]], problems: Dict[int, str]) -> Item:
@@ -253,4 +310,5 @@ def _pubtator_record(ordinal: int, path: Path, block: List[Tuple[int, str]], pro
     return Record(ordinal, parsed.pmid, parsed.text, where, meta=meta)
 
 
-__all__ = ["FORMATS", "Record", "Malformed", "check_text_file", "detect_format", "read_records", "text_problem"]
+__all__ = ["FORMATS", "Malformed", "Record", "Span", "check_text_file", "detect_format", "folder_documents",
+           "is_gzip", "read_records", "text_problem"]

@@ -123,7 +123,7 @@ def annotate(nlp: Language, source: PathLike, output: PathLike, *, fmt: str = "a
             else:
                 yield item
 
-    with _progress(show_progress) as progress, writer:
+    with progress_bar(show_progress, desc="annotate", unit="doc") as progress, writer:
         for outcome in process.run(nlp, todo(), batch_size, n_process):
             if isinstance(outcome, process.Failed):
                 skip(outcome.where, outcome.reason)
@@ -140,9 +140,12 @@ class _NoProgress:
     def update(self, n: int) -> None:
         pass
 
+    def set_postfix(self, **kwargs: Any) -> None:
+        pass
+
 
 @contextlib.contextmanager
-def _progress(show: bool) -> Iterator[Any]:
+def progress_bar(show: bool, **tqdm_args: Any) -> Iterator[Any]:
     """A tqdm bar whose log lines are printed above it, not onto it (or nothing)."""
     if not show:
         yield _NoProgress()
@@ -150,7 +153,7 @@ def _progress(show: bool) -> Iterator[Any]:
     from tqdm import tqdm
     from tqdm.contrib.logging import logging_redirect_tqdm
 
-    with logging_redirect_tqdm(), tqdm(desc="annotate", unit="doc") as bar:
+    with logging_redirect_tqdm(), tqdm(**tqdm_args) as bar:
         yield bar
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, Optional
 
 import typer
 
@@ -11,13 +12,16 @@ from ..errors import exit_on_input_error
 from .options import DeviceOption
 from .pipelines import load_pipeline
 
-SOURCE_HELP = "Input: a text file (one document per line), a folder of .txt files, JSONL, or PubTator."
+SOURCE_HELP = ("Input: a text file (one document per line), a folder of .txt files, JSONL, or PubTator (gzip too); "
+               "with --engine ray also a glob or a folder of such files.")
+ENGINES = ("local", "ray")
 PIPELINE_HELP = "'default' (the embedded pipeline), a saved pipeline folder or an installed spaCy package."
 
 
 def annotate_command(  # a typer signature: one parameter per option, longer than the usual function
     source: Path = typer.Argument(..., help=SOURCE_HELP),
-    output: Path = typer.Option(..., "--output", "-o", help="JSONL file to write (resumed if it exists)."),
+    output: Path = typer.Option(..., "--output", "-o", help="JSONL file to write (resumed if it exists); with "
+                                "--engine ray a folder of parts."),
     pipeline: str = typer.Option("default", "--pipeline", "-p", help=PIPELINE_HELP),
     fmt: str = typer.Option("auto", "--format", "-f", help="auto, text, jsonl or pubtator."),
     text_field: str = typer.Option("text", "--text-field", help="JSONL: field holding the text."),
@@ -30,10 +34,33 @@ def annotate_command(  # a typer signature: one parameter per option, longer tha
     overwrite: bool = typer.Option(False, "--overwrite", help="Start OUTPUT afresh instead of resuming it."),
     show: bool = typer.Option(False, "--show", help="Also print each document's entities and concepts."),
     device: DeviceOption = None,
+    engine: str = typer.Option("local", "--engine", help="local (this process, or --n-process forks) or ray (a Ray "
+                               "cluster; pip install 'spacy-sapbert[ray]')."),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray: 'auto' (the cluster `ray start` runs here), "
+                                          "ray://host:10001, or none to start Ray on this machine."),
+    num_actors: int = typer.Option(1, "--num-actors", help="Ray: actors, each with the pipeline loaded once."),
+    num_cpus_per_actor: float = typer.Option(1.0, "--num-cpus-per-actor", help="Ray: CPUs (torch threads) per "
+                                             "actor."),
+    num_gpus_per_actor: float = typer.Option(0.0, "--num-gpus-per-actor", help="Ray: GPUs per actor (> 0: the "
+                                             "encoder and NER run on cuda)."),
+    shard_mb: float = typer.Option(4.0, "--shard-mb", help="Ray: input megabytes per shard (a gzip file is one)."),
 ) -> None:
     """Annotate documents with entities and concept IDs into JSONL: streaming, resumable, with a summary."""
     from ..annotate import annotate, preflight
 
+    if engine not in ENGINES:
+        typer.echo(f"error: --engine: expected one of {', '.join(ENGINES)}, got {engine!r}", err=True)
+        raise typer.Exit(2)
+    if engine == "ray":
+        summary = _annotate_with_ray(source, output, pipeline, fmt, text_field, id_field, batch_size, n_process,
+                                     strict, overwrite, device, address, num_actors, num_cpus_per_actor,
+                                     num_gpus_per_actor, shard_mb)
+        if show:
+            for part in sorted(output.glob("part-*.jsonl")):
+                show_annotations(part)
+        for line in summary.lines():
+            typer.echo(line)
+        return
     with exit_on_input_error():
         # everything that needs no pipeline is checked before one is loaded (seconds)
         preflight(source, output, resume=not overwrite, fmt=fmt, text_field=text_field, id_field=id_field or None)
@@ -44,6 +71,26 @@ def annotate_command(  # a typer signature: one parameter per option, longer tha
         show_annotations(output)
     for line in summary.lines():
         typer.echo(line)
+
+
+def _annotate_with_ray(source: Path, output: Path, pipeline: str, fmt: str, text_field: str, id_field: str,
+                       batch_size: int, n_process: int, strict: bool, overwrite: bool, device: Optional[str],
+                       address: Optional[str], num_actors: int, num_cpus_per_actor: float, num_gpus_per_actor: float,
+                       shard_mb: float) -> Any:
+    from ..annotate.ray_engine import annotate_with_ray
+    from ..errors import InputError
+
+    with exit_on_input_error():
+        if n_process != 1:
+            raise InputError("with --engine ray, parallelism is --num-actors (and --num-cpus-per-actor)",
+                             field="--n-process")
+        if shard_mb <= 0:
+            raise InputError(f"expected a positive number, got {shard_mb}", field="--shard-mb")
+        return annotate_with_ray(pipeline, source, output, address=address, num_actors=num_actors,
+                                 num_cpus_per_actor=num_cpus_per_actor, num_gpus_per_actor=num_gpus_per_actor,
+                                 device=device, fmt=fmt, text_field=text_field, id_field=id_field or None,
+                                 batch_size=batch_size, strict=strict, overwrite=overwrite,
+                                 shard_bytes=int(shard_mb * (1 << 20)))
 
 
 def show_annotations(path: Path) -> None:
