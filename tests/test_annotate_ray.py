@@ -3,6 +3,7 @@ the output equals the local engine's, and killed workers or a killed driver lose
 duplicate nothing once the same command is run again."""
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -39,8 +40,8 @@ def cluster():
     """A Ray head node on this machine, as a user starts one; its address for --address."""
     temp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths must fit in 107 bytes
     port = free_port()
-    # A cluster reachable from this machine only, so without Ray's token authentication (which `ray start`
-    # turns on when a token file exists, and which its drivers then need RAY_AUTH_MODE=token for).
+    # A cluster reachable from this machine only, so without Ray's token authentication: a driver that
+    # connects by host:port to a cluster that has it must be given the token, which is not this test's subject.
     before = os.environ.get("RAY_AUTH_MODE")
     os.environ["RAY_AUTH_MODE"] = "disabled"
     subprocess.run([RAY, "start", "--head", "--node-ip-address=127.0.0.1", "--num-cpus", "2", f"--port={port}",
@@ -106,8 +107,21 @@ def test_ray_output_equals_the_local_engine(cluster, pipeline, tmp_path):
     assert re.search(r"already done +304\n", again.stdout) and re.search(r"written +0\n", again.stdout)
 
 
-def test_strict_and_a_missing_ray_address_fail_clearly(cluster, pipeline, tmp_path):
+def test_a_glob_of_gzip_files_and_clear_failures(cluster, pipeline, tmp_path):
     source = write_docs(tmp_path / "docs.jsonl", 20)
+    baseline = tmp_path / "baseline"
+    baseline.mkdir()
+    for name in ("pubmed01", "pubmed02"):
+        (baseline / f"{name}.jsonl.gz").write_bytes(gzip.compress(source.read_bytes()))
+    out = tmp_path / "from-glob"
+    done = subprocess.run(ray_command(str(baseline / "*.jsonl.gz"), out, cluster, pipeline[0], "--num-actors", "2"),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    shards = json.loads((out / "manifest.json").read_text())["shards"]
+    assert [Path(s["path"]).name for s in shards] == ["pubmed01.jsonl.gz", "pubmed02.jsonl.gz"]
+    local = reference(pipeline, source, tmp_path).read_bytes()
+    assert [(out / s["part"]).read_bytes() for s in shards] == [local, local]
+
     strict = subprocess.run(ray_command(source, tmp_path / "out", cluster, pipeline[0], "--strict"),
                             capture_output=True, text=True, timeout=300)
     assert strict.returncode == 2 and "docs.jsonl:5: malformed record: invalid JSON" in strict.stderr

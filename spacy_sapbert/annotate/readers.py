@@ -10,8 +10,11 @@ Formats (``fmt``):
               a blank line), parsed by :mod:`spacy_sapbert.pubtator` as the training
               corpora are; the text is ``title + " " + abstract`` so that PubTator
               offsets stay valid, and the block's annotation lines are carried along.
-``auto``      a folder is ``text``; ``.jsonl``/``.ndjson`` is ``jsonl``; a file whose first
-              non-blank line looks like ``PMID|t|`` is ``pubtator``; anything else ``text``.
+``pubmed``    PubMed/MEDLINE XML (the baseline's ``pubmed25n0001.xml.gz``), one record per
+              ``PubmedArticle`` (:mod:`.pubmed_xml`), its text ``title + " " + abstract``;
+``auto``      a folder is ``text``; ``.jsonl``/``.ndjson`` is ``jsonl``; ``.xml`` is ``pubmed``;
+              a file whose first non-blank line looks like ``PMID|t|`` is ``pubtator``;
+              anything else ``text``.
 
 Every record has an ``ordinal`` (its position among the input's records, malformed ones
 included), which the resumable output uses to skip finished documents. A record that
@@ -34,9 +37,10 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from ..errors import InputError
 from ..pubtator import looks_like_pubtator, parse_block, split_blocks
+from .pubmed_xml import read_articles
 
 PathLike = Union[str, Path]
-FORMATS = ("auto", "text", "jsonl", "pubtator")
+FORMATS = ("auto", "text", "jsonl", "pubtator", "pubmed")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -120,7 +124,8 @@ def check_text_file(path: Path) -> None:
     head = head[:SNIFF_BYTES - 4] if len(head) == SNIFF_BYTES else head  # a character cut at the end is fine
     problem = text_problem(head)
     if problem:
-        raise InputError(f"{problem}; sapbert annotate reads UTF-8 text, JSONL or PubTator (gzip too)", path)
+        raise InputError(f"{problem}; sapbert annotate reads UTF-8 text, JSONL, PubTator or PubMed XML (gzip too)",
+                         path)
 
 
 def detect_format(path: PathLike) -> str:
@@ -133,6 +138,8 @@ def detect_format(path: PathLike) -> str:
         suffixes = suffixes[:-1]
     if suffixes and suffixes[-1] in (".jsonl", ".ndjson"):
         return "jsonl"
+    if suffixes and suffixes[-1] == ".xml":
+        return "pubmed"
     try:
         with _open_bytes(path) as handle:
             for raw in handle:
@@ -164,7 +171,13 @@ def read_records(path: PathLike, fmt: str = "auto", text_field: str = "text",
         return _read_lines(path, span)
     if fmt == "jsonl":
         return _read_jsonl(path, text_field, id_field, span)
+    if fmt == "pubmed":
+        return read_articles(path, _lines(path, span), _pubmed_record, Malformed)
     return _read_pubtator(path, span)
+
+
+def _pubmed_record(ordinal: int, pmid: str, text: str, where: str, title: str, line: int) -> Record:
+    return Record(ordinal, pmid, text, where, meta={"title": title}, line=line)
 
 
 def folder_documents(path: Path) -> List[Path]:

@@ -4,8 +4,9 @@ A shard is keyed by where its records are, not by their numbers: an input file a
 byte range of it that starts at a record (a line; for PubTator, a block after a blank
 line), or a range of a folder's ``.txt`` documents. Cutting is deterministic (the same
 input and shard size give the same shards), so a re-run finds the shards a killed run
-finished by their keys. A gzip file cannot be entered in the middle and is one shard;
-PubMed's baseline is some 1,200 of them, plenty of shards for a cluster.
+finished by their keys. A gzip file cannot be entered in the middle, nor a PubMed XML
+file, and each is one shard; PubMed's baseline is some 1,200 ``.xml.gz`` files, plenty
+of shards for a cluster.
 
 Each shard also carries the line number and ordinal its first record has in its file,
 found by one read of the file with the annotation readers while cutting (a minute or two
@@ -28,7 +29,8 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 from tqdm import tqdm
 
 from ..errors import InputError
-from .readers import FORMATS, Record, Span, check_text_file, detect_format, folder_documents, is_gzip, read_records
+from .readers import (FORMATS, Record, Span, check_text_file, detect_format, folder_documents, is_gzip,
+                      read_records)
 
 PathLike = Union[str, Path]
 DEFAULT_SHARD_BYTES = 4 << 20
@@ -132,8 +134,8 @@ def _cut_file(path: Path, fmt: str, shard_bytes: int, batch_size: int, text_fiel
     the local engine's batches do: a shard's batches are then the local engine's batches, and
     so are its bf16 sums, whose last bits depend on which documents share a batch.
     """
-    if is_gzip(path) or path.stat().st_size <= shard_bytes:
-        return [Span()]
+    if is_gzip(path) or fmt == "pubmed" or path.stat().st_size <= shard_bytes:
+        return [Span()]  # a gzip stream cannot be entered in the middle, nor an XML document
     spans: List[Span] = []
     start, first_line, first_ordinal, readable = 0, 1, 0, 0
     for item in read_records(path, fmt, text_field, id_field):

@@ -23,7 +23,7 @@ def annotate_command(  # a typer signature: one parameter per option, longer tha
     output: Path = typer.Option(..., "--output", "-o", help="JSONL file to write (resumed if it exists); with "
                                 "--engine ray a folder of parts."),
     pipeline: str = typer.Option("default", "--pipeline", "-p", help=PIPELINE_HELP),
-    fmt: str = typer.Option("auto", "--format", "-f", help="auto, text, jsonl or pubtator."),
+    fmt: str = typer.Option("auto", "--format", "-f", help="auto, text, jsonl, pubtator or pubmed (PubMed XML)."),
     text_field: str = typer.Option("text", "--text-field", help="JSONL: field holding the text."),
     id_field: str = typer.Option("id", "--id-field", help="JSONL: field holding the document ID ('' = line "
                                  "number)."),
