@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 
 import pytest
 
@@ -164,3 +165,13 @@ def test_strict_stops_at_the_first_malformed_record_with_its_line(nlp, tmp_path)
     with pytest.raises(InputError, match=r"docs.jsonl:8: .*invalid JSON"):
         run_sharded(executor(nlp, strict=True), tmp_path / "docs.jsonl", tmp_path / "out", pipeline_identity(nlp),
                     shard_bytes=300, show_progress=False)
+
+
+def test_without_ray_the_engine_says_how_to_install_it(tmp_path, monkeypatch):
+    from spacy_sapbert.annotate.ray_engine import annotate_with_ray
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # what an install without the [ray] extra looks like
+    write_inputs(tmp_path)
+    with pytest.raises(InputError, match=r"pip install 'spacy-sapbert\[ray\]'"):
+        annotate_with_ray("default", tmp_path / "docs.jsonl", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
