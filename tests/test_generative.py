@@ -68,3 +68,50 @@ def test_a_tiny_model_overfits_a_toy_kb(tiny_bert, tmp_path):
     assert (tmp_path / "gen" / "model.safetensors").is_file()
     scores = loaded.score_names(Mention("after a", "heart attack", "in may"), ["heart attack", "diabetes"])
     assert scores[0] > scores[1]
+
+
+def toy_samples(path):
+    from spacy_sapbert.concept import Concept
+    from spacy_sapbert.training.generative.samples import kb_guided, write_samples
+
+    concepts = [Concept(cid, synonyms[0], synonyms[1:], [], "a disease of the heart" if cid == "D1" else None)
+                for cid, synonyms in TOY_KB.items()] + [Concept("D7", "acid", ["acid syndrome", "acid failure"])]
+    samples = list(kb_guided(concepts, seed=1, per_concept=4))
+    assert all(s.mention != s.target for s in samples) and {s.concept for s in samples} == {"D1", "D2", "D3", "D6",
+                                                                                             "D7"}
+    assert any("a disease of the heart" in s.left + s.right for s in samples)
+    return write_samples(samples, path)[0]
+
+
+def test_resumed_training_equals_an_uninterrupted_run(tiny_bert, tmp_path):
+    from spacy_sapbert.training.generative.config import GenerativeConfig
+    from spacy_sapbert.training.generative.trainer import train
+
+    samples = toy_samples(tmp_path / "samples.jsonl")
+    config = GenerativeConfig(base_model=str(tiny_bert), batch_size=4, max_steps=6, checkpoint_every=2,
+                              warmup_steps=2, lr=1e-3, amp="no", device="cpu", log_every=1)
+    whole = train(config, [samples], tmp_path / "whole", run_dir=tmp_path / "run-whole")
+
+    def stop_at_3(trainer):
+        trainer.stop_requested = trainer.step == 3
+
+    first = train(config, [samples], tmp_path / "parts", run_dir=tmp_path / "run-parts", on_step=stop_at_3)
+    assert first.interrupted and first.steps == 3 and not (tmp_path / "parts").exists()
+    second = train(config, [samples], tmp_path / "parts", run_dir=tmp_path / "run-parts", resume=True)
+    assert not second.interrupted and second.steps == 6
+    a = GenerativeModel.load(whole.output).model.state_dict()
+    b = GenerativeModel.load(second.output).model.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert [round(h["loss"], 6) for h in whole.history][3:] == [round(h["loss"], 6) for h in second.history][3:]
+
+
+def test_synonyms_aware_targets_are_the_nearest_name_of_the_gold_concept():
+    from spacy_sapbert.training.generative.samples import synonyms_aware
+
+    dictionary = [("D1", "heart attack"), ("D1", "myocardial infarction"), ("D2|X9", "kidney failure"),
+                  ("D2|X9", "renal failure"), ("D3", "breast cancer")]
+    mentions = [("left", "myocardial infarctions", "", ["D1"], "a:1"), ("", "renal failures", "", ["X9"], "a:2"),
+                ("", "unknown", "", ["D8"], "a:3")]
+    samples, stats = synonyms_aware(mentions, dictionary)
+    assert [(s.target, s.concept) for s in samples] == [("myocardial infarction", "D1"), ("renal failure", "D2|X9")]
+    assert stats == {"mentions": 3, "samples": 2, "not_in_dictionary": 1}

@@ -116,8 +116,11 @@ def run_sharded(execute: Execute, source: PathLike, output: PathLike, pipeline: 
                 "shard_bytes": shard_bytes, "batch_size": batch_size}
     summary = ShardedSummary(output=str(output))
     started = time.perf_counter()
-    with open_parts(output, identity, lambda: plan(source, fmt, shard_bytes, batch_size, text_field, id_field, show_progress),
-                    overwrite) as run:
+
+    def cut() -> List[Shard]:
+        return plan(source, fmt, shard_bytes, batch_size, text_field, id_field, show_progress)
+
+    with open_parts(output, identity, cut, overwrite) as run:
         done = run.finished()
         summary.shards, summary.shards_before = len(run.shards), len(done)
         for counts in done.values():
