@@ -54,6 +54,7 @@ setup(
             "sapbert_linker = spacy_sapbert.component:make_sapbert_linker",
             "abbreviation_entities = spacy_sapbert.abbreviation_entities:make_abbreviation_entities",
             "sapbert_ner = spacy_sapbert.tagger.component:make_sapbert_ner",
+            "genbioel_linker = spacy_sapbert.generative.component:make_genbioel_linker",
         ],
         # The NER pipeline's config names this tokenizer; the entry point lets spacy.load find it.
         "spacy_tokenizers": ["sapbert.ScispacyTokenizer.v1 = spacy_sapbert.tokenizer:create_scispacy_tokenizer"],

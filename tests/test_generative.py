@@ -2,6 +2,7 @@
 overfits a toy KB to 100% through transformers' constrained generate."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from spacy_sapbert.generative.seq2seq import GenerativeModel, Mention
@@ -44,12 +45,12 @@ def test_constrained_generation_of_an_untrained_model_yields_only_kb_names(tiny_
             assert tuple(name) in allowed, model.tokenizer.decode(name)
 
 
-def test_a_tiny_model_overfits_a_toy_kb(tiny_bert, tmp_path):
+@pytest.fixture(scope="module")
+def trained(tiny_bert, tmp_path_factory):
+    """The tiny encoder-decoder trained to overfit the toy KB, saved (the folder)."""
     torch.manual_seed(0)
     model = GenerativeModel.from_bert(tiny_bert)
-    trie = model.build_trie(names())
-    examples = [(Mention(left, text, right), name) for left, text, right, concept in MENTIONS
-                for name in TOY_KB[concept][:1]]
+    examples = [(Mention(left, text, right), TOY_KB[concept][0]) for left, text, right, concept in MENTIONS]
     examples += [(Mention("", name, ""), TOY_KB[concept][0]) for name, concept in names()]
     optimizer = torch.optim.AdamW(model.model.parameters(), lr=3e-3)
     model.model.train()
@@ -59,15 +60,45 @@ def test_a_tiny_model_overfits_a_toy_kb(tiny_bert, tmp_path):
         loss.backward()
         optimizer.step()
     model.model.eval()
+    return model, model.save(tmp_path_factory.mktemp("generative") / "model")
+
+
+def test_a_tiny_model_overfits_a_toy_kb(trained):
+    model, folder = trained
+    trie = model.build_trie(names())
     predicted = [model.generate(Mention(left, text, right), trie, top=1)[0][0] for left, text, right, _ in MENTIONS]
-    assert predicted == [concept for *_, concept in MENTIONS], float(loss)
+    assert predicted == [concept for *_, concept in MENTIONS]
     # saved and loaded (safetensors, no pickle), it predicts the same
-    loaded = GenerativeModel.load(model.save(tmp_path / "gen"))
+    loaded = GenerativeModel.load(folder)
     assert [loaded.generate(Mention(left, text, right), trie, top=1)[0][0]
             for left, text, right, _ in MENTIONS] == predicted
-    assert (tmp_path / "gen" / "model.safetensors").is_file()
+    assert (folder / "model.safetensors").is_file()
     scores = loaded.score_names(Mention("after a", "heart attack", "in may"), ["heart attack", "diabetes"])
     assert scores[0] > scores[1]
+
+
+def test_the_genbioel_linker_pipe_links_entities_and_survives_to_disk(trained, tmp_path):
+    import spacy
+
+    import spacy_sapbert.generative.component  # noqa: F401 - registers the factory (an entry point once installed)
+    from spacy_sapbert.concept import Concept
+    from spacy_sapbert.kb import KnowledgeBase
+
+    kb = KnowledgeBase([Concept(cid, synonyms[0], synonyms[1:]) for cid, synonyms in TOY_KB.items()])
+    kb_file = kb.to_jsonl(tmp_path / "toy.jsonl.gz")
+    nlp = spacy.blank("en")
+    ruler = nlp.add_pipe("entity_ruler")
+    ruler.add_patterns([{"label": "DISEASE", "pattern": text} for _, text, _, _ in MENTIONS])
+    nlp.add_pipe("genbioel_linker", config={"model": str(trained[1]), "kb": str(kb_file), "top": 3})
+    text = "After a heart attack in May, acute kidney failure. Type 2 diabetes."
+    doc = nlp(text)
+    assert [(e.text, e.kb_id_) for e in doc.ents] == [("heart attack", "D1"), ("kidney failure", "D2"),
+                                                        ("diabetes", "D4")]
+    assert all(0 < score <= 1 for e in doc.ents for _, score in e._.kb_ents) and len(doc.ents[0]._.kb_ents) <= 3
+    nlp.to_disk(tmp_path / "nlp")
+    assert (tmp_path / "nlp" / "genbioel_linker" / "model" / "model.safetensors").is_file()
+    again = spacy.load(tmp_path / "nlp")(text)
+    assert [(e.text, e.kb_id_, e._.kb_ents) for e in again.ents] == [(e.text, e.kb_id_, e._.kb_ents) for e in doc.ents]
 
 
 def toy_samples(path):
