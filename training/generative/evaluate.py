@@ -17,6 +17,8 @@ from __future__ import annotations
 import time
 from typing import Any, Dict, List, Sequence, Tuple
 
+from tqdm import tqdm
+
 from spacy_sapbert.generative.seq2seq import GenerativeModel, Mention
 
 from ..rerank.data import RerankData, ids_of
@@ -53,12 +55,14 @@ def evaluate(model: GenerativeModel, data: RerankData, dictionary: Sequence[Tupl
                               "trie_names": trie.names}
     report["dense"] = _rates(items, [_first_right([c[0] for c in i.candidates], i.query_gold) for i in items])
     started = time.perf_counter()
-    generated = [[cui for cui, _ in model.generate(mention_of(data, i), trie, beams=beams, top=5)] for i in items]
+    generated = [[cui for cui, _ in model.generate(mention_of(data, i), trie, beams=beams, top=5)]
+                 for i in tqdm(items, desc="generating", unit="mention")]
     seconds = time.perf_counter() - started
     report["generative"] = {**_rates(items, [_first_right(g, i.query_gold) for g, i in zip(generated, items)]),
                             "mentions_per_s": round(len(items) / seconds, 2)}
     started = time.perf_counter()
-    scores = [model.score_names(mention_of(data, i), [c[1] for c in i.candidates[:k]]) for i in items]
+    scores = [model.score_names(mention_of(data, i), [c[1] for c in i.candidates[:k]])
+              for i in tqdm(items, desc="re-scoring", unit="mention")]
     seconds = time.perf_counter() - started
     rescored: Dict[str, Any] = {"mentions_per_s": round(len(items) / seconds, 2)}
     for weight in [*weights, float("inf")]:
