@@ -127,7 +127,7 @@ def test_sharded_output_equals_the_local_engine_and_resumes_only_missing_shards(
     again = run_sharded(executor(nlp, calls), source, out, pipeline_identity(nlp), shard_bytes=300, batch_size=4,
                         show_progress=False)
     assert calls == ["part-00002.jsonl", "part-00004.jsonl"]
-    assert again.shards_before == summary.shards - 2 and again.already_done + again.read - again.already_done == 65
+    assert again.shards_before == summary.shards - 2 and again.read == 65
     assert not list(out.glob(".part-*"))
     assert {n: i for n, i in kept.items() if n != "part-00002.jsonl"} == {
         p.name: p.stat().st_ino for p in out.glob("part-*.jsonl") if p.name not in ("part-00002.jsonl",

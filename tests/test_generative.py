@@ -80,7 +80,6 @@ def test_a_tiny_model_overfits_a_toy_kb(trained):
 def test_the_genbioel_linker_pipe_links_entities_and_survives_to_disk(trained, tmp_path):
     import spacy
 
-    import spacy_sapbert.generative.component  # noqa: F401 - registers the factory (an entry point once installed)
     from spacy_sapbert.concept import Concept
     from spacy_sapbert.kb import KnowledgeBase
 

@@ -8,9 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List
 
-from spacy_sapbert.errors import InputError
 
-from ..selfalign.config import AMP_MODES, SCHEDULES
+from ..selfalign.config import AMP_MODES, SCHEDULES, raise_first_failed
 
 RESUME_INVARIANTS = ("base_model", "init_from", "max_context", "max_name", "batch_size", "grad_accum", "lr",
                      "weight_decay", "warmup_steps", "schedule", "max_grad_norm", "seed", "amp")
@@ -56,9 +55,7 @@ class GenerativeConfig:
             (self.checkpoint_every >= 0 and self.warmup_steps >= 0, "checkpoint_every",
              "checkpoint_every and warmup_steps must be >= 0"),
         ]
-        for ok, name, problem in checks:
-            if not ok:
-                raise InputError(f"{problem}, got {getattr(self, name)!r}", field=name)
+        raise_first_failed(self, checks)
         return self
 
 

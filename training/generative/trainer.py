@@ -130,10 +130,8 @@ class GenerativeTrainer(CheckpointedRun):
                     losses = []
                 if on_step is not None:
                     on_step(self)
-                interrupted = stop.agreed() or self.stop_requested
-                due = self.config.checkpoint_every and self.step % self.config.checkpoint_every == 0
-                if interrupted or due or self.step == self.total_steps:
-                    last_ckpt = self.save_checkpoint()
+                interrupted, written = self.checkpoint_if_due(stop)
+                last_ckpt = written or last_ckpt
                 if interrupted:
                     break
         bar.close()

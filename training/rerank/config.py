@@ -9,9 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List
 
-from spacy_sapbert.errors import InputError
 
-from ..selfalign.config import AMP_MODES, SCHEDULES
+from ..selfalign.config import AMP_MODES, SCHEDULES, raise_first_failed
 
 RESUME_INVARIANTS = ("base_model", "max_length", "max_candidate_length", "marker_start", "marker_end", "k",
                      "batch_size", "grad_accum", "lr", "weight_decay", "warmup_steps", "schedule", "max_grad_norm",
@@ -73,9 +72,7 @@ class RerankConfig:
             (0.0 <= self.dropout < 1.0, "dropout", "must be in [0, 1)"),
             (self.checkpoint_every >= 0, "checkpoint_every", "must be >= 0"),
         ]
-        for ok, name, problem in checks:
-            if not ok:
-                raise InputError(f"{problem}, got {getattr(self, name)!r}", field=name)
+        raise_first_failed(self, checks)
         return self
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.pooling import POOLINGS
@@ -82,9 +82,7 @@ class TrainConfig:
             (self.checkpoint_every >= 0, "checkpoint_every", "must be >= 0"),
             (self.type_of_triplets in TRIPLET_TYPES, "type_of_triplets", "must be all, hard, semihard or easy"),
         ]
-        for ok, name, problem in checks:
-            if not ok:
-                raise InputError(f"{problem}, got {getattr(self, name, None)!r}", field=name)
+        raise_first_failed(self, checks)
 
 
 def resume_identity(config: TrainConfig, pairs_fingerprint: str, world: int, total_steps: int) -> Dict[str, Any]:
@@ -95,6 +93,14 @@ def resume_identity(config: TrainConfig, pairs_fingerprint: str, world: int, tot
     if config.schedule == "linear":
         identity["total_steps"] = total_steps
     return identity
+
+
+def raise_first_failed(config: Any, checks: Sequence[Tuple[bool, str, str]]) -> None:
+    """The first ``(ok, field, problem)`` of ``checks`` that failed, as an :class:`InputError` naming the
+    field and its value: the one validation rule of every training config."""
+    for ok, name, problem in checks:
+        if not ok:
+            raise InputError(f"{problem}, got {getattr(config, name, None)!r}", field=name)
 
 
 def check_resumable(recorded: Dict[str, Any], current: Dict[str, Any], checkpoint: Path) -> None:

@@ -12,7 +12,7 @@ import logging
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Optional, Tuple, Union
 
 from spacy_sapbert.errors import InputError
 
@@ -57,6 +57,17 @@ class CheckpointedRun:
                                   self.optimizer, state, keep=self.config.keep_checkpoints, world=self.world)
         acc.wait_for_everyone()
         return path
+
+    def checkpoint_if_due(self, stop: Any) -> Tuple[bool, Optional[Path]]:
+        """After a step: (interrupted?, the checkpoint written or None). A checkpoint is written when
+        Ctrl-C (``stop``) or ``stop_requested`` asks to stop, every ``checkpoint_every`` steps, and
+        at the last step."""
+        interrupted = bool(stop.agreed() or getattr(self, "stop_requested", False))
+        every = self.config.checkpoint_every
+        due = bool(every) and self.step % every == 0
+        if interrupted or due or self.step == self.total_steps:
+            return interrupted, self.save_checkpoint()
+        return interrupted, None
 
     def restore(self, checkpoint: Union[str, Path]) -> None:
         """Continue from a checkpoint written by a run with the same settings."""

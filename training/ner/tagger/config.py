@@ -9,10 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List
 
-from spacy_sapbert.errors import InputError
 from spacy_sapbert.settings import DEFAULT_LABEL_TO_TYPES
 
-from ...selfalign.config import AMP_MODES, SCHEDULES
+from ...selfalign.config import AMP_MODES, SCHEDULES, raise_first_failed
 
 RESUME_INVARIANTS = ("base_model", "max_pieces", "overlap", "batch_size", "grad_accum", "lr", "head_lr",
                      "weight_decay", "warmup_steps", "schedule", "max_grad_norm", "seed", "dropout", "amp",
@@ -76,9 +75,7 @@ class NerConfig:
              "checkpoint_every and warmup_steps must be >= 0"),
             (bool(self.label_to_types), "label_to_types", "needs at least one label"),
         ]
-        for ok, name, problem in checks:
-            if not ok:
-                raise InputError(f"{problem}, got {getattr(self, name)!r}", field=name)
+        raise_first_failed(self, checks)
         return self
 
 
