@@ -145,3 +145,28 @@ def test_synonyms_aware_targets_are_the_nearest_name_of_the_gold_concept():
     samples, stats = synonyms_aware(mentions, dictionary)
     assert [(s.target, s.concept) for s in samples] == [("myocardial infarction", "D1"), ("renal failure", "D2|X9")]
     assert stats == {"mentions": 3, "samples": 2, "not_in_dictionary": 1}
+
+
+def test_inputs_fit_the_model_positions_and_one_context_rule(tiny_bert):
+    from spacy_sapbert.generative.component import DEFAULTS
+    from spacy_sapbert.generative.seq2seq import CONTEXT_CHARS
+
+    model = GenerativeModel.from_bert(tiny_bert)  # 64 positions: less than max_context on both sides
+    assert model.max_positions == 64 and model.max_name <= (64 - 2 - len(model.prompt_ids)) // 2
+    words = " ".join(["renal"] * 200)
+    ids = model.encoder_ids(Mention(words, "heart attack", words))
+    assert len(ids) == 64 and ids.count(model.marker_ids[0]) == 1 and ids[-1] == model.sep_id
+    # the mention stays whole and the context is split between the sides
+    start, end = ids.index(model.marker_ids[0]), ids.index(model.marker_ids[1])
+    assert ids[start + 1:end] == model.tokens("heart attack") and abs((start - 1) - (62 - end)) <= 1
+    one_side = model.encoder_ids(Mention("", "heart attack", words))  # max_context tokens on the one side
+    assert len(one_side) == min(64, 4 + len(model.tokens("heart attack")) + model.max_context)
+    assert model.encoder_ids(Mention("a", "b", "c")) == [model.cls_id, *model.tokens("a"), model.marker_ids[0],
+                                                          *model.tokens("b"), model.marker_ids[1], *model.tokens("c"),
+                                                          model.sep_id]
+    text = "x" * 300 + "MENTION" + "y" * 300
+    mention = Mention.around(text, 300, 307, "mention")
+    assert (mention.left, mention.text, mention.right) == ("x" * CONTEXT_CHARS, "mention", "y" * CONTEXT_CHARS)
+    assert DEFAULTS["context_chars"] == CONTEXT_CHARS
+    log_probs = model.token_log_probs([Mention(words, "heart " * 40, words)], ["renal " * 40])
+    assert log_probs[0].numel() <= model.max_name + 1  # teacher forcing fits the decoder's positions too

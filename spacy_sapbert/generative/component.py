@@ -25,6 +25,7 @@ from spacy.tokens import Doc, Span
 from ..errors import InputError
 
 KB_FILE = "kb.jsonl.gz"
+# context_chars: seq2seq.CONTEXT_CHARS, written out so that registering the factory does not import torch
 DEFAULTS: Dict[str, Any] = {"model": None, "kb": None, "beams": 5, "top": 5, "threshold": 0.0,
                             "context_chars": 160, "extension": "kb_ents", "device": "cpu"}
 Links = List[Tuple[str, float]]
@@ -78,8 +79,7 @@ class GenerativeLinkerPipe:
             links = []
             for ent in doc.ents:
                 text = normalize(ent.text)
-                mention = Mention(doc.text[max(0, ent.start_char - chars):ent.start_char], text,
-                                  doc.text[ent.end_char:ent.end_char + chars])
+                mention = Mention.around(doc.text, ent.start_char, ent.end_char, text, chars)
                 ranked = self._model.generate(mention, self._trie, beams=int(self.cfg["beams"]),
                                               top=int(self.cfg["top"])) if text else []
                 links.append([(cid, round(math.exp(score), 6)) for cid, score in ranked])

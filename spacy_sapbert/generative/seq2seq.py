@@ -37,6 +37,8 @@ FORMAT_VERSION = 1
 UNUSED_MARKERS = ("[unused1]", "[unused2]")
 ADDED_MARKERS = ("[ST]", "[ET]")
 PROMPT = "is"
+CONTEXT_CHARS = 160
+"""Characters of the abstract kept on each side of a mention (the encoder then keeps ``max_context`` tokens)."""
 
 
 @dataclass
@@ -47,6 +49,12 @@ class Mention:
     text: str
     right: str = ""
 
+    @classmethod
+    def around(cls, document: str, start: int, end: int, text: str, chars: int = CONTEXT_CHARS) -> "Mention":
+        """``text`` (the normalised mention) with up to ``chars`` characters of ``document`` on each side of
+        ``document[start:end]``: how training samples, evaluation and the pipe all cut the context."""
+        return cls(document[max(0, start - chars):start], text, document[end:end + chars])
+
 
 class GenerativeModel:
     """The encoder-decoder with its tokenizer, markers and length limits."""
@@ -56,9 +64,14 @@ class GenerativeModel:
         self.model, self.tokenizer = model, tokenizer
         self.markers = markers
         self.marker_ids = tuple(tokenizer.convert_tokens_to_ids(m) for m in markers)
-        self.max_context, self.max_name = max_context, max_name
+        decoder_positions = int(getattr(model.config.decoder, "max_position_embeddings", 512))
+        # the decoder reads [CLS] mention prompt name [SEP]: the mention and the name share its positions
+        self.max_context, self.max_name = max_context, min(max_name, (decoder_positions - 2 - len(tokenizer(
+            PROMPT, add_special_tokens=False)["input_ids"])) // 2)
         self.cls_id, self.sep_id, self.pad_id = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id
         self.prompt_ids = self.tokens(PROMPT)
+        self.max_positions = int(getattr(model.config.encoder, "max_position_embeddings", 512))
+        """Encoder positions: the context is cut to fit them, whatever ``max_context`` says."""
 
     # -- building, saving, loading ------------------------------------------------------------
     @classmethod
@@ -116,6 +129,9 @@ class GenerativeModel:
         left = self.tokens(mention.left)[-self.max_context:] if mention.left else []
         right = self.tokens(mention.right)[: self.max_context] if mention.right else []
         inner = self.tokens(mention.text)[: self.max_name]
+        budget = max(0, self.max_positions - len(inner) - 4)  # [CLS], two markers, [SEP]
+        keep_left = min(len(left), max(budget - len(right), budget // 2))
+        left, right = left[len(left) - keep_left:], right[: budget - keep_left]
         start, end = self.marker_ids
         return [self.cls_id, *left, start, *inner, end, *right, self.sep_id]
 
@@ -199,4 +215,4 @@ class GenerativeModel:
         return NameTrie.build(((self.name_ids(name), concept) for name, concept in names), self.sep_id)
 
 
-__all__ = ["GenerativeModel", "Mention", "PROMPT"]
+__all__ = ["CONTEXT_CHARS", "GenerativeModel", "Mention", "PROMPT"]

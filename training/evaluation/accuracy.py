@@ -58,13 +58,10 @@ def query_hits(query: Query, ranked_parts: Sequence[Sequence[str]], dictionary: 
 
 
 def score_queries(system: LinkingSystem, eval_set: EvalSet, ks: Sequence[int] = KS) -> List[Dict[str, Any]]:
-    """Rank every distinct query string once; per query, its hits and its top concepts."""
+    """Per query, its hits and its top concepts (:meth:`LinkingSystem.rank_queries`)."""
     system.prepare(eval_set.dictionary)
-    strings = list(dict.fromkeys(p for q in eval_set.queries for p in q.parts))
-    ranked = dict(zip(strings, system.rank(strings, max(ks))))
     rows = []
-    for query in eval_set.queries:
-        parts_ranked = [ranked[p] for p in query.parts]
+    for query, parts_ranked in zip(eval_set.queries, system.rank_queries(eval_set.queries, max(ks))):
         rows.append({"query": query, "hits": query_hits(query, parts_ranked, eval_set.dictionary, ks),
                      "ranked": parts_ranked})
     return rows

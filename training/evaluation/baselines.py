@@ -8,6 +8,8 @@ row of the table gets the same dictionary and the same queries:
 - ``scispacy``: scispaCy's own candidate generator (``create_tfidf_ann_index`` +
   ``CandidateGenerator``: char 3-gram TF-IDF in an nmslib HNSW index, 30 neighbours as in
   scispaCy's linker), built over our dictionary — the peer spaCy users have today;
+- ``generative:MODEL``, ``DENSE+generative:MODEL``, ``DENSE+rerank:MODEL``: systems that read the
+  mention in its abstract (:mod:`spacy_sapbert.training.evaluation.context_systems`);
 - anything else is a model (folder or name) for the dense linker
   (:mod:`spacy_sapbert.training.evaluation.dense`, the code path users run).
 """
@@ -24,6 +26,7 @@ import numpy as np
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb import KnowledgeBase
 
+from .context_systems import DEFAULT_GENERATIVE_WEIGHT, make_context_system
 from .dense import DenseLinker
 from .systems import LinkingSystem, Ranked
 
@@ -194,10 +197,16 @@ class ScispacyCandidates(LinkingSystem):
 
 
 def make_system(spec: str, pooling: Optional[str] = None, device: str = "auto", batch_size: int = 256,
-                label: Optional[str] = None, max_k: int = 5, precision: str = "float32") -> LinkingSystem:
-    """``exact`` | ``tfidf`` | ``scispacy`` | a model folder or name (dense linker)."""
+                label: Optional[str] = None, max_k: int = 5, precision: str = "float32",
+                generative_weight: float = DEFAULT_GENERATIVE_WEIGHT) -> LinkingSystem:
+    """``exact`` | ``tfidf`` | ``scispacy`` | a model folder or name (dense linker) | ``generative:MODEL`` |
+    ``DENSE+generative:MODEL`` | ``DENSE+rerank:MODEL`` (:mod:`.context_systems`)."""
     key = spec.strip().lower()
-    system: LinkingSystem
+    system: Optional[LinkingSystem] = make_context_system(spec, pooling=pooling, device=device, batch_size=batch_size,
+                                                          label=label, precision=precision,
+                                                          generative_weight=generative_weight)
+    if system is not None:
+        return system
     if key == "exact":
         system = ExactMatch()
     elif key == "tfidf":

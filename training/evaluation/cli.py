@@ -23,8 +23,9 @@ def evaluate_command(
              "bc5cdr-chemical-test, or a name for --corpus (repeatable)."),
     model: List[str] = typer.Option(
         ..., "--model", "-m",
-        help="exact | tfidf | scispacy | a model folder or name (dense linker). Optional LABEL= prefix, @cls/@mean "
-             "suffix, {dataset}/{family}/{corpus} placeholders (repeatable)."),
+        help="exact | tfidf | scispacy | a model folder or name (dense linker) | generative:MODEL | "
+             "DENSE+generative:MODEL | DENSE+rerank:MODEL. Optional LABEL= prefix, @cls/@mean suffix, "
+             "{dataset}/{family}/{corpus} placeholders (repeatable)."),
     kb_only: bool = typer.Option(False, "--kb-only", help="Dictionary = the KB alone (default: KB + training mentions)."),
     both: bool = typer.Option(False, "--both-dictionaries", help="Evaluate with both dictionaries."),
     as_json: bool = typer.Option(False, "--json", help="Print the full results as JSON."),
@@ -43,6 +44,8 @@ def evaluate_command(
                                                   "auto (the linker's default: bf16 autocast on AMX CPUs)."),
     skip_missing: bool = typer.Option(False, help="Leave out model folders that do not exist (yet), with a warning."),
     abbreviations: bool = typer.Option(True, help="Expand abbreviations from the abstract (the protocol)."),
+    generative_weight: float = typer.Option(0.02, help="Weight of the generative score in DENSE+generative:MODEL "
+                                            "(cosine + W x mean token log-probability; pick it on dev)."),
 ) -> None:
     """Acc@1/Acc@5 under the BioSyn/SapBERT protocol, with sub-populations, for each system and dataset."""
     from .suite import Suite
@@ -53,7 +56,7 @@ def evaluate_command(
         suite = Suite(dataset, model, modes, assets_dir=assets, kbs_dir=kbs, output_dir=output_dir, pooling=pooling,
                       device=device, batch_size=batch_size, skip_missing=skip_missing,
                       expand_abbreviations=abbreviations, predictions_dir=predictions, custom=custom,
-                      precision=precision)
+                      precision=precision, generative_weight=generative_weight)
         results = suite.run()
     if as_json:
         typer.echo(json.dumps(results, indent=1, ensure_ascii=False))

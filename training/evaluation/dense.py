@@ -61,6 +61,13 @@ class DenseLinker(LinkingSystem):
 
         self._linker = Linker(self.encoder, dictionary, max_entities_per_mention=self.max_k, show_progress=True)
 
+    @property
+    def linker(self) -> Any:
+        """The :class:`spacy_sapbert.linker.Linker` over the prepared dictionary (second stages read its candidates)."""
+        if not hasattr(self, "_linker"):
+            raise RuntimeError(f"{self.name}: call prepare(dictionary) first")
+        return self._linker
+
     def _rank(self, queries: List[str], k: int) -> Ranked:
         if k > self.max_k:
             raise InputError(f"this system was set up for k <= {self.max_k}, got {k}", field="k")

@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
@@ -62,6 +62,9 @@ class Query:
     """``file:line`` of the mention, for error reports and prediction dumps."""
     parts_aligned: bool = False
     """The corpus itself gave the parts in ID order (BC5CDR's 7th column), not a text pattern."""
+    document: str = field(default="", repr=False, compare=False)
+    """The abstract (title and text) the mention is in, ``document[start:end]`` being the mention: for
+    systems that read context (:mod:`.context_systems`)."""
 
     @property
     def is_composite(self) -> bool:
@@ -216,7 +219,7 @@ def make_query(doc: Document, mention: Mention, abbreviations: Dict[str, str],
     else:
         raw_parts = split_composite(expanded, len(gold))
     return Query(doc.pmid, mention.start, mention.end, mention.text, expanded,
-                 tuple(normalize(p) for p in raw_parts), gold, mention.type, source, aligned)
+                 tuple(normalize(p) for p in raw_parts), gold, mention.type, source, aligned, doc.text)
 
 
 def load_queries(path: PathLike, types: Optional[Iterable[str]] = None, expand: bool = True,

@@ -27,11 +27,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
+from spacy_sapbert.default import DEFAULT_MODEL
 from spacy_sapbert.encoder import MINILM_ALIASES
 from spacy_sapbert.errors import InputError
 
 from .accuracy import evaluate
 from .baselines import BASELINES, make_system
+from .context_systems import DEFAULT_GENERATIVE_WEIGHT, spec_models
 from .datasets import DATASETS, EvalSet, Loader
 from .systems import LinkingSystem
 
@@ -80,9 +82,10 @@ def result_path(output_dir: PathLike, result: Dict[str, Any]) -> Path:
     return Path(output_dir) / f"{result['dataset']}__{mode}__{slug(result['system'])}.json"
 
 
-def _available(model: str) -> bool:
-    """A baseline, the packaged MiniLM or an existing folder (hub names count as missing here)."""
-    return model.lower() in BASELINES or model.lower() in MINILM_ALIASES or Path(model).exists()
+def _available(spec: str) -> bool:
+    """Baselines, the packaged MiniLM, the embedded default or existing folders (hub names count as missing)."""
+    return all(m.lower() in BASELINES or m.lower() in MINILM_ALIASES or m == DEFAULT_MODEL or Path(m).exists()
+               for m in spec_models(spec))
 
 
 class Suite:
@@ -93,7 +96,7 @@ class Suite:
                  pooling: Optional[str] = None, device: str = "auto", batch_size: int = 256,
                  skip_missing: bool = False, expand_abbreviations: bool = True,
                  predictions_dir: Optional[PathLike] = None, custom: Optional[Dict[str, Any]] = None,
-                 precision: str = "float32") -> None:
+                 precision: str = "float32", generative_weight: float = DEFAULT_GENERATIVE_WEIGHT) -> None:
         for name in datasets:
             if name not in DATASETS and not (custom and name == custom.get("name")):
                 raise InputError(f"unknown dataset {name!r}; known: {', '.join(DATASETS)}", field="dataset")
@@ -106,6 +109,7 @@ class Suite:
         self.assets_dir, self.kbs_dir = Path(assets_dir), Path(kbs_dir)
         self.output_dir = Path(output_dir) if output_dir else None
         self.pooling, self.device, self.batch_size, self.precision = pooling, device, batch_size, precision
+        self.generative_weight = generative_weight
         self.skip_missing = skip_missing
         self.predictions_dir = Path(predictions_dir) if predictions_dir else None
         self.custom = custom
@@ -145,9 +149,11 @@ class Suite:
                 continue
             system = systems.get(model)
             if system is None:
-                pooling = None if model.lower() in BASELINES else (spec.pooling or self.pooling)
+                no_pooling = model.lower() in BASELINES or model.lower().startswith("generative:")
+                pooling = None if no_pooling else (spec.pooling or self.pooling)
                 system = make_system(model, pooling=pooling, device=self.device, batch_size=self.batch_size,
-                                     label=spec.label, precision=self.precision)
+                                     label=spec.label, precision=self.precision,
+                                     generative_weight=self.generative_weight)
                 systems[model] = system
             eval_set = self.eval_set(dataset, mode)
             predictions = None

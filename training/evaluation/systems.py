@@ -14,7 +14,11 @@ from typing import Any, Dict, List, Optional, Sequence
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb import KnowledgeBase
 
+from .queries import Query
+
 Ranked = List[List[str]]
+RankedParts = List[List[str]]
+"""One query's ranking: per normalised part, its concept IDs best first."""
 
 
 class LinkingSystem:
@@ -35,11 +39,21 @@ class LinkingSystem:
 
     def rank(self, queries: Sequence[str], k: int) -> Ranked:
         """Top-``k`` concept IDs per (already normalised) query, best first, no repeats."""
+        self._check(k)
+        return self._rank(list(queries), k)
+
+    def rank_queries(self, queries: Sequence[Query], k: int) -> List[RankedParts]:
+        """Top-``k`` concept IDs of each part of each query. This ranks each distinct string once and
+        never reads the abstract; systems whose models read the mention in context override it."""
+        strings = list(dict.fromkeys(p for q in queries for p in q.parts))
+        ranked = dict(zip(strings, self.rank(strings, k)))
+        return [[ranked[p] for p in q.parts] for q in queries]
+
+    def _check(self, k: int) -> None:
         if self._fitted is None:
-            raise RuntimeError(f"{self.name}: call prepare(dictionary) before rank()")
+            raise RuntimeError(f"{self.name}: call prepare(dictionary) before ranking")
         if k < 1:
             raise InputError(f"k must be positive, got {k}", field="k")
-        return self._rank(list(queries), k)
 
     def describe(self) -> Dict[str, Any]:
         return {"name": self.name, "kind": self.kind}

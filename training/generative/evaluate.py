@@ -24,13 +24,10 @@ from spacy_sapbert.generative.seq2seq import GenerativeModel, Mention
 from ..rerank.data import RerankData, ids_of
 
 NOT_FOUND = 10_000
-CONTEXT_CHARS = 160
 
 
 def mention_of(data: RerankData, item: Any) -> Mention:
-    text = data.documents[item.doc]
-    return Mention(text[max(0, item.start - CONTEXT_CHARS):item.start], item.mention,
-                   text[item.end:item.end + CONTEXT_CHARS])
+    return Mention.around(data.documents[item.doc], item.start, item.end, item.mention)
 
 
 def _first_right(ranked: Sequence[str], gold: Sequence[str]) -> int:

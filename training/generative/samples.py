@@ -26,6 +26,7 @@ from typing import Dict, Iterable, Iterator, List, Sequence, Tuple, Union
 from spacy_sapbert.atomic import atomic_open
 from spacy_sapbert.concept import Concept
 from spacy_sapbert.errors import InputError
+from spacy_sapbert.generative.seq2seq import CONTEXT_CHARS
 
 PathLike = Union[str, Path]
 TEMPLATES = (
@@ -38,8 +39,6 @@ TEMPLATES = (
 )
 DEFINITION_TEMPLATES = (3, 4, 5)
 """Indices of the templates that read well with a definition as ``c`` (the others take names)."""
-CONTEXT_CHARS = 160
-"""Characters of context kept on each side of a corpus mention (the model truncates to tokens)."""
 
 
 @dataclass
