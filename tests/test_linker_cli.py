@@ -136,7 +136,7 @@ def test_link_pipeline_default_is_the_embedded_pipeline():
 def test_link_pipeline_accepts_a_folder_and_a_device(tiny_bert, tmp_path, monkeypatch):
     """--pipeline goes through the same loader as `annotate` ('default', folder or package; --device)."""
     import spacy_sapbert.cli.link as link_command
-    from spacy_sapbert.cli.pipelines import load_pipeline
+    from spacy_sapbert.pipelines import load_pipeline
 
     model, kb = _mean_model(tiny_bert, tmp_path), write_small_kb(tmp_path)
     pipeline = _ruler_pipeline(tmp_path, model, kb)

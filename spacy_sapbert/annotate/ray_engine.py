@@ -38,7 +38,7 @@ class ShardAnnotator:
         import ray
         import torch
 
-        from ..cli.pipelines import load_pipeline
+        from ..pipelines import load_pipeline
         from .record import linkers_of
 
         torch.set_num_threads(max(1, int(num_cpus)))
@@ -82,7 +82,7 @@ def annotate_with_ray(pipeline: str, source: PathLike, output: PathLike, *, addr
     here (``ray start``), ``ray://host:10001`` a remote one. ``pipeline`` is loaded by each
     actor ('default', a folder every node can read, or a package installed on every node).
     """
-    from ..cli.pipelines import pipeline_location
+    from ..pipelines import pipeline_location
     from .identity import saved_pipeline_identity
 
     for name, value, least in (("--num-actors", num_actors, 1), ("--batch-size", batch_size, 1)):

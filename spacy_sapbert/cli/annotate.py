@@ -10,7 +10,7 @@ import typer
 
 from ..errors import exit_on_input_error
 from .options import DeviceOption
-from .pipelines import load_pipeline
+from ..pipelines import load_pipeline
 
 SOURCE_HELP = ("Input: a text file (one document per line), a folder of .txt files, JSONL, or PubTator (gzip too); "
                "with --engine ray also a glob or a folder of such files.")

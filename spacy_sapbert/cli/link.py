@@ -13,7 +13,7 @@ import typer
 from ..default import DEFAULT_MODEL
 from ..errors import exit_on_input_error
 from .options import DeviceOption, IndexOption, KbOption, ModelOption
-from .pipelines import load_pipeline
+from ..pipelines import load_pipeline
 
 if TYPE_CHECKING:
     from spacy.language import Language

@@ -27,7 +27,7 @@ def calibrate_command(
 ) -> None:
     """Fit P(right link) from (cosine, margin) on the corpus's gold spans, choose the lowest threshold whose
     links reach --min-precision, and report what it costs in coverage."""
-    from spacy_sapbert.cli.pipelines import load_pipeline
+    from spacy_sapbert.pipelines import load_pipeline
 
     from .abstention import fit_and_report, link_gold_spans
 

@@ -1,17 +1,18 @@
-"""Loading the spaCy pipeline a command names: ``link --pipeline/--ner`` and ``annotate --pipeline``
-go through this one loader, so 'default', a folder and a package mean the same everywhere."""
+"""Loading a spaCy pipeline by name: ``link --pipeline/--ner``, ``annotate --pipeline``, the Ray
+engine's actors and ``calibrate`` go through this one loader, so 'default', a folder and a package
+mean the same everywhere."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from ..errors import InputError
+from .errors import InputError
 
 if TYPE_CHECKING:
     from spacy.language import Language
 
 
-DEVICE_FACTORIES = ("sapbert_linker", "sapbert_ner")
+DEVICE_FACTORIES = ("sapbert_linker", "sapbert_ner", "genbioel_linker")
 """The factories whose pipes run a transformer, and so take ``--device``."""
 
 
@@ -19,7 +20,7 @@ def pipeline_location(pipeline: str) -> Path:
     """The folder of ``pipeline``: the embedded default, a saved folder, or an installed package's data."""
     import spacy
 
-    from ..default import default_pipeline_path
+    from .default import default_pipeline_path
 
     if pipeline == "default":
         return Path(default_pipeline_path())
