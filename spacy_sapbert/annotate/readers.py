@@ -27,7 +27,6 @@ the whole read, numbered the same.
 """
 from __future__ import annotations
 
-import gzip
 import json
 import re
 import zlib
@@ -36,8 +35,10 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from ..errors import InputError
-from ..pubtator import looks_like_pubtator, parse_block, split_blocks
+from ..pubtator import parse_block, split_blocks
+from ..sources.textfile import open_binary
 from .pubmed_xml import read_articles
+from .sniff import SNIFF_BYTES, check_text_file, detect_format, text_problem
 
 PathLike = Union[str, Path]
 FORMATS = ("auto", "text", "jsonl", "pubtator", "pubmed")
@@ -83,72 +84,6 @@ class Span:
 
 
 WHOLE = Span()
-
-
-SNIFF_BYTES = 8192
-MAX_UNDECODABLE = 0.05
-"""Share of a file's first bytes that may fail to decode before it is refused as not text."""
-_GZIP_MAGIC = b"\x1f\x8b"
-
-
-def is_gzip(path: Path) -> bool:
-    """Whether ``path`` is gzip-compressed (by its magic number, whatever its name)."""
-    with path.open("rb") as handle:
-        return handle.read(2) == _GZIP_MAGIC
-
-
-def _open_bytes(path: Path) -> Any:
-    """The file's bytes, decompressed when it is gzip (by its magic number, whatever its name)."""
-    return gzip.open(path, "rb") if is_gzip(path) else path.open("rb")
-
-
-def text_problem(head: bytes) -> Optional[str]:
-    """Why ``head`` (a file's first bytes) is not text, or None: NUL bytes, or mostly undecodable."""
-    nul = head.find(b"\0")
-    if nul >= 0:
-        return f"not a text file (a NUL byte at offset {nul}: binary data?)"
-    decoded = head.decode("utf-8", errors="replace")
-    bad = decoded.count("\ufffd") - head.decode("utf-8", errors="ignore").count("\ufffd")
-    if decoded and bad / len(decoded) > MAX_UNDECODABLE:
-        return f"not a text file ({bad} of the first {len(decoded)} characters are not UTF-8)"
-    return None
-
-
-def check_text_file(path: Path) -> None:
-    """Refuse a binary file before any record is read from it."""
-    try:
-        with _open_bytes(path) as handle:
-            head = handle.read(SNIFF_BYTES)
-    except (OSError, EOFError, zlib.error) as err:
-        raise InputError(f"cannot read input ({getattr(err, 'strerror', None) or err})", path) from err
-    head = head[:SNIFF_BYTES - 4] if len(head) == SNIFF_BYTES else head  # a character cut at the end is fine
-    problem = text_problem(head)
-    if problem:
-        raise InputError(f"{problem}; sapbert annotate reads UTF-8 text, JSONL, PubTator or PubMed XML (gzip too)",
-                         path)
-
-
-def detect_format(path: PathLike) -> str:
-    """The format ``auto`` stands for, for ``path`` (see the module's docstring)."""
-    path = Path(path)
-    if path.is_dir():
-        return "text"
-    suffixes = [s.lower() for s in path.suffixes[-2:]]
-    if suffixes and suffixes[-1] == ".gz":
-        suffixes = suffixes[:-1]
-    if suffixes and suffixes[-1] in (".jsonl", ".ndjson"):
-        return "jsonl"
-    if suffixes and suffixes[-1] == ".xml":
-        return "pubmed"
-    try:
-        with _open_bytes(path) as handle:
-            for raw in handle:
-                line = raw.decode("utf-8", errors="replace")
-                if line.strip():
-                    return "pubtator" if looks_like_pubtator(line) else "text"
-    except (OSError, EOFError, zlib.error) as err:
-        raise InputError(f"cannot read input ({err.strerror or err})", path) from err
-    return "text"
 
 
 def read_records(path: PathLike, fmt: str = "auto", text_field: str = "text",
@@ -201,7 +136,7 @@ def _lines(path: Path, span: Span = WHOLE) -> Iterator[tuple]:
     """(line number, text, decode problem, byte offset) for each line, surviving undecodable bytes."""
     number = 0
     try:
-        with _open_bytes(path) as handle:
+        with open_binary(path) as handle:
             for number, position, raw in _span_lines(handle, span):
                 try:
                     yield number, raw.decode("utf-8").rstrip("\r\n"), None, position
@@ -323,5 +258,4 @@ def _pubtator_record(ordinal: int, path: Path, block: List[Tuple[int, str]], pro
     return Record(ordinal, parsed.pmid, parsed.text, where, meta=meta)
 
 
-__all__ = ["FORMATS", "Malformed", "Record", "Span", "check_text_file", "detect_format", "folder_documents",
-           "is_gzip", "read_records", "text_problem"]
+__all__ = ["FORMATS", "Malformed", "Record", "Span", "folder_documents", "read_records"]

@@ -29,8 +29,9 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 from tqdm import tqdm
 
 from ..errors import InputError
-from .readers import (FORMATS, Record, Span, check_text_file, detect_format, folder_documents, is_gzip,
-                      read_records)
+from ..sources.textfile import is_gzip
+from .readers import FORMATS, Record, Span, folder_documents, read_records
+from .sniff import check_text_file, detect_format
 
 PathLike = Union[str, Path]
 DEFAULT_SHARD_BYTES = 4 << 20
