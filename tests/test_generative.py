@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from spacy_sapbert.errors import InputError
 from spacy_sapbert.generative.seq2seq import GenerativeModel, Mention
 from spacy_sapbert.generative.trie import NameTrie
 
@@ -133,6 +134,12 @@ def test_resumed_training_equals_an_uninterrupted_run(tiny_bert, tmp_path):
     b = GenerativeModel.load(second.output).model.state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert [round(h["loss"], 6) for h in whole.history][3:] == [round(h["loss"], 6) for h in second.history][3:]
+    # a folder that is not a generative model is refused before any training, and left as it was
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep", encoding="utf-8")
+    with pytest.raises(InputError, match="generative model"):
+        train(config, [samples], tmp_path / "mine", run_dir=tmp_path / "run-mine")
+    assert not (tmp_path / "run-mine").exists() and (tmp_path / "mine" / "notes.txt").read_text() == "keep"
 
 
 def test_synonyms_aware_targets_are_the_nearest_name_of_the_gold_concept():

@@ -64,12 +64,12 @@ class GenerativeModel:
         self.model, self.tokenizer = model, tokenizer
         self.markers = markers
         self.marker_ids = tuple(tokenizer.convert_tokens_to_ids(m) for m in markers)
-        decoder_positions = int(getattr(model.config.decoder, "max_position_embeddings", 512))
-        # the decoder reads [CLS] mention prompt name [SEP]: the mention and the name share its positions
-        self.max_context, self.max_name = max_context, min(max_name, (decoder_positions - 2 - len(tokenizer(
-            PROMPT, add_special_tokens=False)["input_ids"])) // 2)
         self.cls_id, self.sep_id, self.pad_id = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id
         self.prompt_ids = self.tokens(PROMPT)
+        decoder_positions = int(getattr(model.config.decoder, "max_position_embeddings", 512))
+        # the decoder reads [CLS] mention prompt name [SEP]: the mention and the name share its positions
+        self.max_context = max_context
+        self.max_name = min(max_name, (decoder_positions - 2 - len(self.prompt_ids)) // 2)
         self.max_positions = int(getattr(model.config.encoder, "max_position_embeddings", 512))
         """Encoder positions: the context is cut to fit them, whatever ``max_context`` says."""
 

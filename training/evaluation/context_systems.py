@@ -25,6 +25,7 @@ import numpy as np
 from tqdm import tqdm
 
 from spacy_sapbert.errors import InputError
+from spacy_sapbert.generative.seq2seq import CONTEXT_CHARS, Mention
 from spacy_sapbert.kb import KnowledgeBase
 
 from .dense import DenseLinker
@@ -103,9 +104,7 @@ def _load_generative(model: str, device: str) -> Any:
     return GenerativeModel.load(model, device=resolve_device(device))
 
 
-def _generative_mention(query: Optional[Query], part: str) -> Any:
-    from spacy_sapbert.generative.seq2seq import Mention
-
+def _generative_mention(query: Optional[Query], part: str) -> Mention:
     return Mention.around(*mention_context(query, part), part)
 
 
@@ -148,7 +147,7 @@ class GenerativeSystem(_InContext):
         return [cid for cid, _ in found]
 
     def describe(self) -> Dict[str, Any]:
-        return dict(super().describe(), model=self.model_path, beams=self.beams, context_chars=_context_chars(),
+        return dict(super().describe(), model=self.model_path, beams=self.beams, context_chars=CONTEXT_CHARS,
                     trie_names=self._trie.names if hasattr(self, "_trie") else None)
 
 
@@ -209,7 +208,7 @@ class DenseRescored(_SecondStage):
 
     def describe(self) -> Dict[str, Any]:
         return dict(super().describe(), dense=self.dense.describe(), model=self.model_path, k=self.k,
-                    weight=self.weight, context_chars=_context_chars())
+                    weight=self.weight, context_chars=CONTEXT_CHARS)
 
 
 class DenseReranked(_SecondStage):
@@ -233,12 +232,6 @@ class DenseReranked(_SecondStage):
     def describe(self) -> Dict[str, Any]:
         return dict(super().describe(), dense=self.dense.describe(), model=self.model_path, k=self.k,
                     temperature=self.reranker.settings.temperature, margin=self.reranker.settings.margin)
-
-
-def _context_chars() -> int:
-    from spacy_sapbert.generative.seq2seq import CONTEXT_CHARS
-
-    return CONTEXT_CHARS
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:

@@ -33,7 +33,7 @@ from spacy_sapbert.errors import InputError
 
 from .accuracy import evaluate
 from .baselines import BASELINES, make_system
-from .context_systems import DEFAULT_GENERATIVE_WEIGHT, spec_models
+from .context_systems import DEFAULT_GENERATIVE_WEIGHT, parse_spec, spec_models
 from .datasets import DATASETS, EvalSet, Loader
 from .systems import LinkingSystem
 
@@ -149,7 +149,8 @@ class Suite:
                 continue
             system = systems.get(model)
             if system is None:
-                no_pooling = model.lower() in BASELINES or model.lower().startswith("generative:")
+                parsed = parse_spec(model)
+                no_pooling = model.lower() in BASELINES or (parsed is not None and parsed[0] is None)
                 pooling = None if no_pooling else (spec.pooling or self.pooling)
                 system = make_system(model, pooling=pooling, device=self.device, batch_size=self.batch_size,
                                      label=spec.label, precision=self.precision,

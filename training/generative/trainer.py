@@ -15,7 +15,7 @@ import json
 import logging
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -27,7 +27,7 @@ from spacy_sapbert.generative.seq2seq import SETTINGS_FILE, GenerativeModel, Men
 from ..rerank.trainer import make_optimizer
 from ..selfalign.hardware import make_accelerator
 from ..selfalign.plan import BatchPlan
-from ..selfalign.runstate import CheckpointedRun
+from ..selfalign.runstate import CheckpointedRun, RunResult
 from ..selfalign.schedule import make_scheduler
 from ..selfalign.signals import StopOnSignal
 from ..selfalign.step import accumulated_step
@@ -36,17 +36,6 @@ from .samples import Sample, read_samples
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
-
-
-@dataclass
-class GenerativeResult:
-    output: Optional[Path]
-    steps: int
-    total_steps: int
-    interrupted: bool
-    wall_time_s: float
-    history: List[Dict[str, float]] = field(default_factory=list)
-    checkpoint: Optional[Path] = None
 
 
 def start_model(config: GenerativeConfig) -> GenerativeModel:
@@ -66,6 +55,11 @@ class GenerativeTrainer(CheckpointedRun):
                  run_dir: PathLike = "training_runs/generative", accelerator: Any = None) -> None:
         self.config = config.validate()
         self.output = Path(output) if output is not None else None
+        if self.output is not None:  # refused now, not after the training
+            from spacy_sapbert.atomic import check_replaceable
+
+            check_replaceable(self.output, lambda p: (p / SETTINGS_FILE).is_file(),
+                              f"a generative model (no {SETTINGS_FILE})", "Choose a new or empty --output.")
         self.run_dir = Path(run_dir)
         self.device, self.accelerator = make_accelerator(config.device, config.amp, config.num_threads, accelerator)
         self.rank, self.world = self.accelerator.process_index, self.accelerator.num_processes
@@ -99,7 +93,7 @@ class GenerativeTrainer(CheckpointedRun):
         return loss, float(loss.detach())
 
     def train(self, resume: bool = False, on_step: Optional[Callable[["GenerativeTrainer"], None]] = None
-              ) -> GenerativeResult:
+              ) -> RunResult:
         """Run to ``total_steps`` (or until Ctrl-C / :attr:`stop_requested`), then write the model folder."""
         from tqdm.auto import tqdm
 
@@ -135,13 +129,8 @@ class GenerativeTrainer(CheckpointedRun):
                 if interrupted:
                     break
         bar.close()
-        wall = self.elapsed_before + time.perf_counter() - self._session_start
-        result = GenerativeResult(None, self.step, self.total_steps, self.step < self.total_steps, wall,
-                                  list(self.history), last_ckpt)
-        if result.interrupted:
-            logger.warning("stopped at step %d/%d; continue with --resume (checkpoint %s)", self.step,
-                           self.total_steps, last_ckpt)
-        elif self.output is not None and self.accelerator.is_main_process:
+        result = self.run_result(RunResult, last_ckpt)
+        if not result.interrupted and self.output is not None and self.accelerator.is_main_process:
             result.output = self.save(self.output, result)
         return result
 
@@ -154,12 +143,10 @@ class GenerativeTrainer(CheckpointedRun):
             with (self.run_dir / "log.jsonl").open("a", encoding="utf-8") as log:
                 log.write(json.dumps(record) + "\n")
 
-    def save(self, output: Path, result: GenerativeResult) -> Path:
+    def save(self, output: Path, result: RunResult) -> Path:
         """The model folder (float32 safetensors: a start for further training), with ``training.json``."""
-        from spacy_sapbert.atomic import atomic_dir, check_replaceable
+        from spacy_sapbert.atomic import atomic_dir
 
-        check_replaceable(output, lambda p: (p / SETTINGS_FILE).is_file(), f"a generative model (no {SETTINGS_FILE})",
-                          "Choose a new or empty --output.")
         model = self.accelerator.unwrap_model(self.model, keep_fp32_wrapper=False)
         saved = GenerativeModel(model, self.generative.tokenizer, self.generative.markers,
                                 self.generative.max_context, self.generative.max_name)
@@ -174,6 +161,6 @@ class GenerativeTrainer(CheckpointedRun):
 
 def train(config: GenerativeConfig, samples: Sequence[PathLike], output: Optional[PathLike] = None,
           run_dir: PathLike = "training_runs/generative", resume: bool = False,
-          on_step: Optional[Callable[[GenerativeTrainer], None]] = None) -> GenerativeResult:
+          on_step: Optional[Callable[[GenerativeTrainer], None]] = None) -> RunResult:
     """Train (and write the model folder): the one-call entry of the CLI and the tests."""
     return GenerativeTrainer(config, samples, output, run_dir).train(resume=resume, on_step=on_step)

@@ -18,7 +18,7 @@ import logging
 import math
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -32,7 +32,7 @@ from ..selfalign.hardware import make_accelerator
 from ..selfalign.plan import BatchPlan
 from ..selfalign.schedule import make_scheduler
 from ..selfalign.signals import StopOnSignal
-from ..selfalign.runstate import CheckpointedRun
+from ..selfalign.runstate import CheckpointedRun, RunResult
 from ..selfalign.step import accumulated_step
 from .config import RerankConfig, resume_identity
 from .data import RerankData, training_examples
@@ -45,15 +45,9 @@ PathLike = Union[str, Path]
 
 
 @dataclass
-class RerankResult:
-    output: Optional[Path]
-    steps: int
-    total_steps: int
-    interrupted: bool
-    wall_time_s: float
-    history: List[Dict[str, float]] = field(default_factory=list)
+class RerankResult(RunResult):
     dev: Optional[Dict[str, Any]] = None
-    checkpoint: Optional[Path] = None
+    """The dev evaluation (and calibration) of the finished run."""
 
 
 class RerankTrainer(CheckpointedRun):
@@ -155,12 +149,8 @@ class RerankTrainer(CheckpointedRun):
                 if interrupted:
                     break
         bar.close()
-        wall = self.elapsed_before + time.perf_counter() - self._session_start
-        result = RerankResult(None, self.step, self.total_steps, self.step < self.total_steps, wall,
-                              list(self.history), checkpoint=last_ckpt)
+        result = self.run_result(RerankResult, last_ckpt)
         if result.interrupted:
-            logger.warning("stopped at step %d/%d; continue with --resume (checkpoint %s)", self.step,
-                           self.total_steps, last_ckpt)
             return result
         reranker = self.reranker()
         if self.dev_sets:

@@ -1,5 +1,5 @@
-"""Checkpoint, restore and resume of a training run: the protocol both trainers (self-alignment,
-re-ranker) follow, on top of :mod:`.checkpoint`.
+"""Checkpoint, restore and resume of a training run: the protocol the trainers (self-alignment,
+re-ranker, generative) follow, on top of :mod:`.checkpoint`, and the :class:`RunResult` they return.
 
 A trainer that mixes in :class:`CheckpointedRun` has ``accelerator``, ``model``, ``optimizer``,
 ``scheduler``, ``config`` (with ``keep_checkpoints``), ``identity`` (what a resumption must
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from spacy_sapbert.errors import InputError
 
@@ -20,6 +20,20 @@ from . import checkpoint as ckpt
 from .config import check_resumable
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RunResult:
+    """What a checkpointed run returns: how far it got, in how long (all sessions), its last checkpoint;
+    ``output`` is the model folder once the run is complete and saved."""
+
+    output: Optional[Path]
+    steps: int
+    total_steps: int
+    interrupted: bool
+    wall_time_s: float
+    history: List[Dict[str, float]] = field(default_factory=list)
+    checkpoint: Optional[Path] = None
 
 
 class CheckpointedRun:
@@ -68,6 +82,17 @@ class CheckpointedRun:
         if interrupted or due or self.step == self.total_steps:
             return interrupted, self.save_checkpoint()
         return interrupted, None
+
+    def run_result(self, result_type: type, checkpoint: Optional[Path]) -> Any:
+        """The run's :class:`RunResult` (or subclass ``result_type``) as the loop ends, its wall time over all
+        sessions; an interrupted run says how to continue."""
+        wall = self.elapsed_before + time.perf_counter() - self._session_start
+        result = result_type(None, self.step, self.total_steps, self.step < self.total_steps, wall,
+                             list(self.history), checkpoint)
+        if result.interrupted:
+            logger.warning("stopped at step %d/%d; continue with --resume (checkpoint %s)", self.step,
+                           self.total_steps, checkpoint)
+        return result
 
     def restore(self, checkpoint: Union[str, Path]) -> None:
         """Continue from a checkpoint written by a run with the same settings."""

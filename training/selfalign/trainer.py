@@ -22,7 +22,7 @@ import logging
 import math
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -41,7 +41,7 @@ from .plan import BatchPlan
 from .progress import ProgressLog
 from .schedule import make_optimizer, make_scheduler
 from .signals import StopOnSignal
-from .runstate import CheckpointedRun
+from .runstate import CheckpointedRun, RunResult
 from .step import accumulated_step
 
 logger = logging.getLogger(__name__)
@@ -50,16 +50,9 @@ PathLike = Union[str, Path]
 
 
 @dataclass
-class TrainResult:
-    output: Optional[Path]
-    steps: int
-    total_steps: int
-    interrupted: bool
-    wall_time_s: float
-    pairs_per_s: float
-    last_loss: float
-    history: List[Dict[str, float]] = field(default_factory=list)
-    checkpoint: Optional[Path] = None
+class TrainResult(RunResult):
+    pairs_per_s: float = 0.0
+    last_loss: float = float("nan")
 
 
 class Trainer(CheckpointedRun):
