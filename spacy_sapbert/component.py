@@ -14,10 +14,7 @@ diseases and phenotypes only), also when it is a short form linked through its l
 """
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import logging
-import typing
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -28,47 +25,26 @@ from spacy.tokens import Doc, Span, SpanGroup
 
 from .abbreviation_entities import abbreviation_pairs
 from .calibration import Calibration
-from .component_parts import (CFG_FILE, ENCODER_DIR, INDEX_DIR, KB_FILE, cfg_calibration, configured_parts, read_cfg,
-                              saved_encoder, write_cfg)
+from .component_parts import (CFG_FILE, ENCODER_DIR, INDEX_DIR, KB_FILE, RERANKER_DIR, cfg_calibration,
+                              configured_parts, configured_reranking, read_cfg, save_reranker, saved_encoder,
+                              write_cfg)
+from .component_settings import ensure_extension, setting_attributes, settings_signature
+from .context_rerank import ContextReranking
 from .encoder import Encoder
 from .errors import InputError
 from .index import NameIndex
 from .kb import KnowledgeBase
 from .linker import Candidates, Linker
-from .settings import (DEFAULT_CONFIG, FACTORY_DEFAULT_CONFIG, LIVE_SETTINGS, RENAMED_SETTINGS, SETTING_RULES,
-                       LinkerSettings, SettingError, check_setting, check_settings)
+from .settings import (DEFAULT_CONFIG, FACTORY_DEFAULT_CONFIG, LIVE_SETTINGS, SETTING_RULES, LinkerSettings,
+                       SettingError, check_setting, check_settings)
 from .threads import protect_forks
 
 logger = logging.getLogger(__name__)
 
 PACKAGE_REQUIREMENT = "spacy-sapbert>=0.1.0,<0.2.0"
-PART_SETTINGS = ("model", "kb", "index")
-"""Settings that name where the parts come from; ``pipe.kb``/``pipe.index`` are the loaded parts,
-so these are read as ``pipe.settings.kb``."""
 
 
-class _Setting:
-    """``pipe.<setting>``: reads ``pipe.settings``; an assignment goes through ``pipe.configure``."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __get__(self, pipe: Optional["SapBertLinker"], owner: Any = None) -> Any:
-        return self if pipe is None else getattr(pipe.settings, self.name)
-
-    def __set__(self, pipe: "SapBertLinker", value: Any) -> None:
-        pipe.configure(**{self.name: value})
-
-
-def _setting_attributes(cls: type) -> type:
-    """Make each setting of :class:`LinkerSettings` but those of :data:`PART_SETTINGS` an attribute of ``cls``."""
-    for name in SETTING_RULES:
-        if name not in PART_SETTINGS:
-            setattr(cls, name, _Setting(name))
-    return cls
-
-
-@_setting_attributes
+@setting_attributes
 class SapBertLinker(Pipe):
     """Links the spans of ``doc.ents`` (or ``doc.spans[spans_key]``) to KB concepts.
 
@@ -84,8 +60,9 @@ class SapBertLinker(Pipe):
         self.name = name
         self.vocab = nlp.vocab
         self._linker: Optional[Linker] = None
+        self._reranking: Optional[ContextReranking] = None
         self._warned_missing_group = False
-        _ensure_extension(self._settings.extension)
+        ensure_extension(self._settings.extension)
 
     # -- settings -------------------------------------------------------------------
     @property
@@ -104,10 +81,12 @@ class SapBertLinker(Pipe):
             raise InputError(f"{self.name}: {', '.join(fixed)} cannot change once the encoder, KB and index are "
                              "loaded; set it in the config instead (spacy.load(..., config={...}))", field=fixed[0])
         if settings.extension != before.extension:
-            _ensure_extension(settings.extension)
+            ensure_extension(settings.extension)
         if settings.spans_key != before.spans_key:
             self._warned_missing_group = False
         self._settings = settings
+        if self._reranking is not None:
+            self._reranking.max_gap = settings.rerank_max_gap
         if self._linker is not None:
             self._linker.settings = settings
             if settings.label_to_types != before.label_to_types:
@@ -126,6 +105,14 @@ class SapBertLinker(Pipe):
         linker.label_types()
         self._linker = linker
         return linker
+
+    @property
+    def reranking(self) -> Optional[ContextReranking]:
+        """The second stage (:mod:`spacy_sapbert.context_rerank`): the context re-ranker the ``rerank``
+        setting names (loaded on first use, saved with the pipe), or None."""
+        if self._reranking is None and self.settings.rerank is not None:
+            self._reranking = configured_reranking(self.settings, self.linker.kb)
+        return self._reranking
 
     @property
     def calibration(self) -> Optional[Calibration]:
@@ -163,7 +150,7 @@ class SapBertLinker(Pipe):
                    nlp: Optional[Language] = None) -> None:
         """Load the model and KB and build the index now rather than on the first document.
         A linker that is already loaded (``spacy.load``) is left as it is."""
-        _ = self.linker
+        _ = self.reranking, self.linker
 
     # -- processing: spaCy's predict / set_annotations contract ------------------------
     def __call__(self, doc: Doc) -> Doc:
@@ -185,13 +172,18 @@ class SapBertLinker(Pipe):
     def predict(self, docs: Iterable[Doc]) -> List[List[Candidates]]:
         """Candidates per span per document, without touching the documents; the spans of
         all documents go to the linker together (one encoder pass for the batch), each
-        restricted to the KB types of its label (``label_to_types``)."""
+        restricted to the KB types of its label (``label_to_types``), then, with a re-ranker,
+        to the second stage (one cross-encoder pass for the spans it re-ranks)."""
         queries_per_doc = [self._queries(doc) for doc in docs]
-        flat = [query for queries, _ in queries_per_doc for query in queries]
-        labels = [label for _, doc_labels in queries_per_doc for label in doc_labels]
-        results = self.linker.link(flat, self.linker.types_for(labels)) if flat else []  # no spans: nothing loaded
+        flat = [query for _, queries, _ in queries_per_doc for query in queries]
+        results: List[Candidates] = []
+        if flat:  # no spans: nothing loaded
+            types = self.linker.types_for([label for _, _, labels in queries_per_doc for label in labels])
+            reranking = self.reranking
+            results = self.linker.link(flat, types) if reranking is None else reranking.link(
+                self.linker, [span for spans, _, _ in queries_per_doc for span in spans], flat, types)
         out, offset = [], 0
-        for queries, _ in queries_per_doc:
+        for _, queries, _ in queries_per_doc:
             out.append(results[offset:offset + len(queries)])
             offset += len(queries)
         return out
@@ -222,21 +214,21 @@ class SapBertLinker(Pipe):
                            f"its groups: {groups}" if groups else "it has no span groups")
         return []
 
-    def _queries(self, doc: Doc) -> Tuple[List[str], List[str]]:
-        """The text to link per span: an abbreviation's long form when the span is a short form
+    def _queries(self, doc: Doc) -> Tuple[List[Span], List[str], List[str]]:
+        """The spans, and the text to link per span: an abbreviation's long form when the span is a short form
         (found at the span's offsets, else by its text), the span's text otherwise; and the
         span's label, which sets the types searched, the short form's own when its long form
         is linked (the long form may be no entity at all, or labelled otherwise)."""
         spans = list(self.spans(doc))
         labels = [span.label_ for span in spans]
         if not self.settings.resolve_abbreviations:
-            return [span.text for span in spans], labels
+            return spans, [span.text for span in spans], labels
         long_forms: Dict[Any, str] = {}
         for short, long_form in abbreviation_pairs(doc):
             long_forms.setdefault((short.start_char, short.end_char), long_form)
             long_forms.setdefault(short.text, long_form)
         texts = [long_forms.get((s.start_char, s.end_char)) or long_forms.get(s.text) or s.text for s in spans]
-        return texts, labels
+        return spans, texts, labels
 
     def _annotate(self, doc: Doc, results: Sequence[Candidates]) -> None:
         settings = self.settings
@@ -260,14 +252,16 @@ class SapBertLinker(Pipe):
 
     # -- files (the other settings are in the pipeline's config.cfg) -------------------
     def to_disk(self, path: Any, *, exclude: Iterable[str] = tuple()) -> None:
-        """Save the encoder, KB and index (the parts; see :mod:`.component_parts`) but those in ``exclude``."""
-        linker = self.linker
+        """Save the encoder, KB, index and re-ranker (the parts; see :mod:`.component_parts`) but
+        those in ``exclude``."""
+        linker, reranking = self.linker, self.reranking
         Path(path).mkdir(parents=True, exist_ok=True)
         serializers: Dict[str, Callable[[Path], Any]] = {
             CFG_FILE: lambda p: write_cfg(p, linker.kb, linker.calibration),
             ENCODER_DIR: linker.encoder.save,
             KB_FILE: linker.kb.to_jsonl,
             INDEX_DIR: linker.index.save,
+            RERANKER_DIR: lambda p: save_reranker(p, reranking),
         }
         spacy.util.to_disk(path, serializers, exclude)
 
@@ -281,50 +275,23 @@ class SapBertLinker(Pipe):
             ENCODER_DIR: lambda p: read.update(encoder=saved_encoder(p, self.settings)),
             KB_FILE: lambda p: read.update(kb=KnowledgeBase.from_jsonl(p, name=read.get("cfg", {}).get("kb_name"))),
             INDEX_DIR: lambda p: read.update(index=NameIndex.load(p, encoder=read.get("encoder"), kb=read.get("kb"))),
+            RERANKER_DIR: lambda p: read.update(reranker=p if p.is_dir() else None),
         }
         spacy.util.from_disk(path, readers, exclude)
         parts = {part: read[part] if part in read else getattr(self._linker, part, None)
                  for part in ("encoder", "kb", "index")}
         calibration = (cfg_calibration(read["cfg"], read["calibration_file"]) if "cfg" in read
                        else getattr(self._linker, "calibration", None))
-        self._adopt(Linker(*configured_parts(self.settings, self.name, **parts), settings=self.settings,
-                           calibration=calibration))
+        linker = self._adopt(Linker(*configured_parts(self.settings, self.name, **parts), settings=self.settings,
+                                    calibration=calibration))
+        if read.get("reranker"):
+            self._reranking = configured_reranking(self.settings, linker.kb, read["reranker"])
         return self
-
-
-def _ensure_extension(name: str) -> None:
-    if not Span.has_extension(name):
-        Span.set_extension(name, default=[])
-        return
-    default, method, getter, setter = Span.get_extension(name)
-    if getter is not None and setter is None or method is not None:
-        raise InputError(f"Span extension {name!r} exists and is not writable (a getter or method); "
-                         "pick another `extension` name", field="extension")
-
-
-def _settings_signature(factory: Callable[..., Any]) -> Callable[..., Any]:
-    """Give ``factory`` a signature naming every setting: spaCy checks a config against its
-    factory's signature (an unnamed key is an error), and the settings are named once, in
-    :class:`LinkerSettings`. Renamed keys of older configs are named too, null when absent.
-    A dict-valued setting is annotated ``Any``: spaCy's own check of a nested type would refuse
-    ``{"DISEASE": "Disease"}`` with a pydantic message before the setting's rule could name it."""
-    hints = dict(typing.get_type_hints(LinkerSettings))
-    hints.update({key: Any for key, value in DEFAULT_CONFIG.items() if isinstance(value, dict)})
-    keyword = inspect.Parameter.KEYWORD_ONLY
-    params = [inspect.Parameter("nlp", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Language),
-              inspect.Parameter("name", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str)]
-    params += [inspect.Parameter(f.name, keyword, default=DEFAULT_CONFIG[f.name], annotation=hints[f.name])
-               for f in dataclasses.fields(LinkerSettings)]
-    params += [inspect.Parameter(old, keyword, default=None, annotation=Optional[hints[new]])
-               for old, (new, _) in RENAMED_SETTINGS.items()]
-    factory.__signature__ = inspect.Signature(params, return_annotation=SapBertLinker)  # type: ignore[attr-defined]
-    factory.__annotations__ = {p.name: p.annotation for p in params}
-    return factory
 
 
 @Language.factory("sapbert_linker", default_config=FACTORY_DEFAULT_CONFIG,
                   assigns=["span._.kb_ents", "token.ent_kb_id"])
-@_settings_signature
+@settings_signature(SapBertLinker)
 def make_sapbert_linker(nlp: Language, name: str, **settings: Any) -> SapBertLinker:
     """The pipe, with the settings of :class:`LinkerSettings` (README "Usage"), checked now."""
     pipe = SapBertLinker(nlp, name, **settings)

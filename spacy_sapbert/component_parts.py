@@ -5,6 +5,7 @@ its settings name (loaded on first use), or the folder ``nlp.to_disk`` saved it 
     <pipeline>/<name>/encoder/        HF model folder (safetensors) + sapbert.json
     <pipeline>/<name>/kb.jsonl.gz     the KB
     <pipeline>/<name>/index/          NameIndex files (see spacy_sapbert.index_files)
+    <pipeline>/<name>/reranker/       the context re-ranker folder, when the pipe has one (``rerank``)
 
 The other settings are in the pipeline's ``config.cfg``, where spaCy keeps them.
 """
@@ -12,10 +13,12 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple, Union
 
 from .calibration import Calibration
+from .context_rerank import ContextReranking
 from .default import DEFAULT_MODEL, default_index_path, default_kb_name, default_kb_path
 from .encoder import Encoder
 from .errors import InputError
@@ -31,6 +34,7 @@ CFG_FILE = "cfg.json"
 ENCODER_DIR = "encoder"
 KB_FILE = "kb.jsonl.gz"
 INDEX_DIR = "index"
+RERANKER_DIR = "reranker"
 FORMAT_VERSION = 1
 Parts = Tuple[Encoder, KnowledgeBase, NameIndex]
 
@@ -64,6 +68,27 @@ def configured_parts(settings: LinkerSettings, pipe_name: str, encoder: Optional
     return encoder, kb, index
 
 
+def configured_reranking(settings: LinkerSettings, kb: KnowledgeBase,
+                         folder: Optional[PathLike] = None) -> Optional[ContextReranking]:
+    """The second stage: the re-ranker in ``folder`` (a saved pipe's) or the one the ``rerank``
+    setting names, on the pipe's device; None without either."""
+    source = folder or settings.rerank
+    if source is None:
+        return None
+    from .reranker import Reranker
+
+    return ContextReranking(Reranker.load(source, device=settings.device), kb, settings.rerank_max_gap)
+
+
+def save_reranker(folder: Path, reranking: Optional[ContextReranking]) -> None:
+    """Write the pipe's re-ranker folder. Without a re-ranker, a re-ranker folder that an earlier
+    save left in this pipe's folder is removed, since loading would bring it back."""
+    if reranking is not None:
+        reranking.reranker.save(folder, weights_dtype=reranking.reranker.exact_weights_dtype(), overwrite=True)
+    elif (folder / "reranker.json").is_file():
+        shutil.rmtree(folder)
+
+
 def saved_encoder(folder: PathLike, settings: LinkerSettings) -> Encoder:
     """A saved pipe's encoder: pooling and length are its own (sapbert.json); where and how it
     runs are the settings' (``spacy.load(..., config=...)`` can change them)."""
@@ -94,5 +119,5 @@ def cfg_calibration(cfg: Dict[str, Any], path: PathLike) -> Optional[Calibration
     return None if data is None else Calibration.from_dict(data, str(path))
 
 
-__all__ = ["cfg_calibration", "CFG_FILE", "ENCODER_DIR", "FORMAT_VERSION", "INDEX_DIR", "KB_FILE", "configured_parts", "read_cfg",
-           "saved_encoder", "write_cfg"]
+__all__ = ["cfg_calibration", "CFG_FILE", "ENCODER_DIR", "FORMAT_VERSION", "INDEX_DIR", "KB_FILE", "RERANKER_DIR",
+           "configured_parts", "configured_reranking", "read_cfg", "save_reranker", "saved_encoder", "write_cfg"]

@@ -32,7 +32,8 @@ from .type_filter import TypeFilters, TypeSet, as_type_set, kb_types, label_type
 logger = logging.getLogger(__name__)
 
 Candidates = List[Tuple[str, float]]
-Found = Tuple[Tuple[str, float], ...]
+Found = Tuple[Tuple[str, float, int], ...]
+"""(concept ID, score, index row of its best-matching name) per concept, best first."""
 Key = Tuple[str, Optional[TypeSet]]
 """(normalised mention, the types it may link to or None for any): what is searched and cached."""
 __all__ = ["Linker", "Candidates", "DEFAULT_K", "DEFAULT_MAX_ENTITIES", "DEFAULT_CACHE_SIZE"]
@@ -152,14 +153,23 @@ class Linker:
         """
         keys = self._keys(mentions, types)
         found = self._candidates(keys)
-        return [self._select(found[key]) if key[0] else [] for key in keys]
+        return [self.select([(cid, score) for cid, score, _ in found[key]]) if key[0] else [] for key in keys]
 
     def candidates(self, mentions: Sequence[str],
                    types: Optional[Sequence[Optional[Collection[str]]]] = None) -> List[Candidates]:
         """Every concept among the top-``k`` names (of ``types``), best first, ignoring threshold and cut-off."""
         keys = self._keys(mentions, types)
         found = self._candidates(keys)
-        return [list(found[key]) if key[0] else [] for key in keys]
+        return [[(cid, score) for cid, score, _ in found[key]] if key[0] else [] for key in keys]
+
+    def named_candidates(self, mentions: Sequence[str],
+                         types: Optional[Sequence[Optional[Collection[str]]]] = None) -> List[List[Tuple[str, float, str]]]:
+        """:meth:`candidates` with each concept's best-matching name, ``(concept_id, score, name)``:
+        what the context re-ranker reads (:mod:`spacy_sapbert.context_rerank`)."""
+        keys = self._keys(mentions, types)
+        found = self._candidates(keys)
+        names = self.index.names
+        return [[(cid, score, names[row]) for cid, score, row in found[key]] if key[0] else [] for key in keys]
 
     def _keys(self, mentions: Sequence[str], types: Optional[Sequence[Optional[Collection[str]]]]) -> List[Key]:
         if isinstance(mentions, str):
@@ -175,10 +185,13 @@ class Linker:
             raise InputError(f"types must hold one entry per mention ({len(texts)}), got {types!r}", field="types")
         return [(text, as_type_set(allowed, i)) for i, (text, allowed) in enumerate(zip(texts, types))]
 
-    def _select(self, candidates: Found) -> Candidates:
-        if self.calibration is not None and candidates:
+    def select(self, candidates: Candidates, calibrate: bool = True) -> Candidates:
+        """``candidates`` (best first) as :meth:`link` returns them: scores through the calibration
+        when there is one and ``calibrate``, then ``threshold`` and ``max_entities_per_mention``.
+        ``calibrate=False``: the scores are probabilities already (the context re-ranker's)."""
+        if calibrate and self.calibration is not None and candidates:
             probabilities = self.calibration.probabilities([score for _, score in candidates])
-            candidates = tuple((cid, float(p)) for (cid, _), p in zip(candidates, probabilities))
+            candidates = [(cid, float(p)) for (cid, _), p in zip(candidates, probabilities)]
         if self.threshold is None:
             return list(candidates[: self.max_entities_per_mention])
         kept = [c for c in candidates if c[1] >= self.threshold]
@@ -215,14 +228,14 @@ class Linker:
         return found
 
     def _by_concept(self, scores: Sequence[float], rows: Sequence[int]) -> Found:
-        best: Dict[str, float] = {}
+        best: Dict[str, Tuple[float, int]] = {}
         for score, row in zip(scores, rows):
             if row < 0:
                 continue
             cid = self.index.concept_ids[row]
             if cid not in best:  # hits come best first: the first is the concept's best name
-                best[cid] = float(score)
-        return tuple(sorted(best.items(), key=lambda item: -item[1]))
+                best[cid] = (float(score), int(row))
+        return tuple((cid, score, row) for cid, (score, row) in sorted(best.items(), key=lambda item: -item[1][0]))
 
     # -- cache --------------------------------------------------------------------
     def _remember(self, key: Key, value: Found) -> None:

@@ -61,6 +61,10 @@ class RerankerSettings:
     """Candidates per mention the model was trained (and calibrated) on: re-rank the first stage's top k."""
     temperature: float = 1.0
     """``probabilities = softmax(scores / temperature)``; fitted on dev by minimising the NLL."""
+    first_stage_weight: float = 0.0
+    """A candidate's decision score is the model's score plus this times its first-stage cosine (the
+    model was trained on that sum, so it learned a correction of the first stage rather than a ranking
+    from scratch); 0: the model's score alone. See :meth:`Reranker.score`."""
     margin: float = 0.0
     """The re-ranker's best candidate replaces the first stage's top one only when its probability is higher
     by more than this (tuned on dev; 0: the re-ranker's order as it is). See :meth:`Reranker.choose`."""
@@ -75,6 +79,7 @@ class RerankerSettings:
                   (bool(self.marker_start.strip() and self.marker_end.strip()), "marker_start", "markers must be text"),
                   (self.k >= 1, "k", "must be >= 1"),
                   (self.temperature > 0, "temperature", "must be > 0"),
+                  (self.first_stage_weight >= 0, "first_stage_weight", "must be >= 0"),
                   (0.0 <= self.margin < 1.0, "margin", "must be in [0, 1)")]
         for ok, name, problem in checks:
             if not ok:
@@ -183,6 +188,13 @@ class Reranker:
         logger.info("re-ranker %s: device=%s dtype=%s k=%d", folder, device, key, settings.k)
         return cls(model, settings, config, folder, device=device, autocast=autocast, batch_size=batch_size)
 
+    def exact_weights_dtype(self) -> str:
+        """float16 when every weight is a float16 number (a shipped re-ranker, loaded), else float32:
+        what saves the weights as they are, so that a saved pipe scores exactly as before."""
+        exact = all(torch.equal(v.to(torch.float16).to(v.dtype), v)
+                    for v in self.model.state_dict().values() if v.is_floating_point())
+        return "float16" if exact else "float32"
+
     def save(self, folder: PathLike, weights_dtype: str = "float16", overwrite: bool = False) -> Path:
         """Write the folder atomically (whole or not at all), weights in ``weights_dtype`` (float16 to ship).
         Replaces only a missing or empty folder or an earlier re-ranker, unless ``overwrite``."""
@@ -216,14 +228,27 @@ class Reranker:
 
     # -- scoring ------------------------------------------------------------------------
     def score(self, contexts: Sequence[MentionContext], candidates: Sequence[Sequence[str]],
-              batch_size: Optional[int] = None) -> List[np.ndarray]:
+              batch_size: Optional[int] = None,
+              first_stage: Optional[Sequence[Sequence[float]]] = None) -> List[np.ndarray]:
         """One float32 score per candidate text, per mention (higher: better). A context is
-        ``(text, start, end)`` or a :class:`MentionContext`; candidate texts come from :func:`candidate_text`."""
+        ``(text, start, end)`` or a :class:`MentionContext`; candidate texts come from :func:`candidate_text`.
+        ``first_stage``: each candidate's first-stage cosine, needed when ``first_stage_weight`` is set
+        (the score is then the model's plus ``first_stage_weight`` × cosine)."""
+        weight = self.settings.first_stage_weight
+        if weight and first_stage is None:
+            raise InputError("this re-ranker adds the first stage's cosines to its scores (first_stage_weight "
+                             f"{weight:g}): pass them as first_stage=", field="first_stage")
         pairs = self.inputs.pairs(contexts, candidates)
         flat = [pair for row in pairs for pair in row]
         scores = self._forward(flat, int(batch_size or self.batch_size))
         bounds = np.cumsum([0] + [len(row) for row in pairs])
-        return [scores[bounds[i]:bounds[i + 1]] for i in range(len(pairs))]
+        out = [scores[bounds[i]:bounds[i + 1]] for i in range(len(pairs))]
+        if weight:
+            assert first_stage is not None
+            if len(first_stage) != len(out) or any(len(f) != len(s) for f, s in zip(first_stage, out)):
+                raise InputError("first_stage must hold one cosine per candidate of each mention", field="first_stage")
+            out = [s + np.float32(weight) * np.asarray(f, dtype=np.float32) for s, f in zip(out, first_stage)]
+        return out
 
     def _forward(self, pairs: Sequence[Any], batch_size: int) -> np.ndarray:
         out = np.zeros(len(pairs), dtype=np.float32)
@@ -241,9 +266,11 @@ class Reranker:
         return out
 
     def probabilities(self, contexts: Sequence[MentionContext], candidates: Sequence[Sequence[str]],
-                      batch_size: Optional[int] = None) -> List[np.ndarray]:
+                      batch_size: Optional[int] = None,
+                      first_stage: Optional[Sequence[Sequence[float]]] = None) -> List[np.ndarray]:
         """``softmax(scores / temperature)`` over each mention's candidates."""
-        return [softmax(s, self.settings.temperature) for s in self.score(contexts, candidates, batch_size)]
+        return [softmax(s, self.settings.temperature)
+                for s in self.score(contexts, candidates, batch_size, first_stage)]
 
     def choose(self, probabilities: np.ndarray) -> int:
         """The index of the candidate to link, the candidates being in the first stage's order: the
@@ -255,15 +282,18 @@ class Reranker:
         return best if probabilities[best] - probabilities[0] > self.settings.margin else 0
 
     def rerank(self, contexts: Sequence[MentionContext], candidates: Sequence[Sequence[str]],
-               batch_size: Optional[int] = None) -> List[List[int]]:
+               batch_size: Optional[int] = None,
+               first_stage: Optional[Sequence[Sequence[float]]] = None) -> List[List[int]]:
         """Per mention, candidate indices best first: the :meth:`choose` choice, then the others by probability."""
-        ranked = []
-        for probs in self.probabilities(contexts, candidates, batch_size):
-            chosen = self.choose(probs)
-            rest = [int(i) for i in np.argsort(-probs, kind="stable") if i != chosen]
-            ranked.append(([chosen] if chosen >= 0 else []) + rest)
-        return ranked
+        return [self.order(probs) for probs in self.probabilities(contexts, candidates, batch_size, first_stage)]
+
+    def order(self, probabilities: np.ndarray) -> List[int]:
+        """Candidate indices best first: the :meth:`choose` choice, then the others by probability."""
+        chosen = self.choose(probabilities)
+        rest = [int(i) for i in np.argsort(-probabilities, kind="stable") if i != chosen]
+        return ([chosen] if chosen >= 0 else []) + rest
 
     def __repr__(self) -> str:
         return (f"Reranker(k={self.settings.k}, max_length={self.settings.max_length}, temperature="
-                f"{self.settings.temperature:.3g}, margin={self.settings.margin:.3g}, device={self.device!r})")
+                f"{self.settings.temperature:.3g}, margin={self.settings.margin:.3g}, first_stage_weight="
+                f"{self.settings.first_stage_weight:g}, device={self.device!r})")

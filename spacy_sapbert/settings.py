@@ -120,7 +120,7 @@ class LinkerSettings:
     k: int = _setting(DEFAULT_K, "an integer ≥ 1", lambda v: _is_int(v) and v >= 1, live=True)
     threshold: Optional[float] = _setting(
         None, "null (no threshold) or a number from -1 to 1 (scores are cosine similarities, in [-1, 1], or "
-              "probabilities where the pipe is calibrated)",
+              "probabilities where the pipe is calibrated or has a re-ranker)",
         _is_threshold, live=True)
     max_entities_per_mention: int = _setting(DEFAULT_MAX_ENTITIES, "an integer ≥ 1",
                                              lambda v: _is_int(v) and v >= 1, live=True)
@@ -144,6 +144,12 @@ class LinkerSettings:
               "position limit)", lambda v: v is None or (_is_int(v) and v >= 3))
     cache_size: int = _setting(DEFAULT_CACHE_SIZE, "an integer ≥ 0 (0 turns the cache off)",
                                lambda v: _is_int(v) and v >= 0, live=True)
+    rerank: Optional[str] = _setting(None, "null (no re-ranking) or a context re-ranker folder (a non-empty string)",
+                                     lambda v: v is None or _is_text(v))
+    rerank_max_gap: Optional[float] = _setting(
+        None, "null (re-rank every span with two or more candidates) or a number from 0 to 2 (re-rank a span only "
+              "when its best two first-stage cosines are closer than this)",
+        lambda v: v is None or (isinstance(v, numbers.Real) and not isinstance(v, bool) and 0 <= v <= 2), live=True)
     label_to_types: Optional[Dict[str, List[str]]] = _setting(
         DEFAULT_LABEL_TO_TYPES, "null (no type filtering) or a mapping of span label → non-empty list of KB types "
                                 "(e.g. {\"DISEASE\": [\"Disease\"]})", _is_label_to_types, live=True)

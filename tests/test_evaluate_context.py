@@ -106,8 +106,8 @@ def test_reranking_hands_the_abstract_and_candidates_to_the_cross_encoder(tiny_b
     assert isinstance(system, DenseReranked) and system.k == 4
     calls = []
 
-    def reverse(contexts, candidates):
-        calls.append((contexts[0], candidates[0]))
+    def reverse(contexts, candidates, first_stage=None):
+        calls.append((contexts[0], candidates[0], first_stage[0]))
         return [list(range(len(candidates[0])))[::-1]]
 
     system.reranker.rerank = reverse
@@ -115,7 +115,8 @@ def test_reranking_hands_the_abstract_and_candidates_to_the_cross_encoder(tiny_b
     parts = [(q, p) for q in eval_set.queries for p in q.parts]
     dense_top = [system.dense.linker.link([p])[0][:4] for _, p in parts]
     assert len(calls) == sum(len(top) > 1 for top in dense_top)
-    context, texts = calls[0]
+    context, texts, cosines = calls[0]
+    assert cosines == pytest.approx([score for _, score in dense_top[0]])  # the first stage's, in its order
     query, part = parts[0]
     assert (context.text, context.start, context.end, context.mention) == (query.document, query.start, query.end,
                                                                            part)

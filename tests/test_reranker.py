@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 import torch
 
+from spacy_sapbert.errors import InputError
 from spacy_sapbert.reranker import Reranker, RerankerSettings, softmax
 from spacy_sapbert.reranker_inputs import MentionContext, PairEncoder, candidate_text
 from spacy_sapbert.training.rerank.config import RerankConfig
 from spacy_sapbert.training.rerank.data import RerankData, build, read_split, training_examples, write
-from spacy_sapbert.training.rerank.evaluate import evaluate, fit_temperature, nll, Scored
+from spacy_sapbert.training.rerank.evaluate import Scored, adaptive, evaluate, fit_temperature, nll
 from spacy_sapbert.training.rerank.loss import listwise_loss, to_grid
 from spacy_sapbert.training.rerank.trainer import RerankTrainer
 
@@ -221,12 +222,20 @@ def test_calibration_and_margin(data_file, tmp_path):
     temperature = fit_temperature([wrong])
     assert temperature > 1.0 and nll([wrong], temperature) < nll([wrong], 1.0)
     assert np.allclose(softmax(np.array([1.0, 1.0])), [0.5, 0.5])
+    # adaptive: only items whose best two cosines are closer than the gap go to the re-ranker
+    flips = Scored("x", [np.array([0.0, 4.0]), np.array([0.0, 4.0])], [[False, True], [False, True]], [0, 1],
+                   first_stage=[[0.9, 0.88], [0.9, 0.5]])
+    rows = {row["max_gap"]: row for row in adaptive(flips, 1.0, 0.0, gaps=(0.0, 0.05, 1.0))}
+    assert (rows[0.0]["acc1"], rows[0.0]["reranked_share"]) == (0.0, 0.0)
+    assert (rows[0.05]["acc1"], rows[0.05]["reranked_share"]) == (50.0, 50.0)
+    assert (rows[1.0]["acc1"], rows[1.0]["reranked_share"]) == (100.0, 100.0)
     trainer = RerankTrainer(small_config(max_steps=1), [data_file], run_dir=tmp_path / "run")
     report = evaluate(trainer.reranker(), [RerankData.read(data_file)], calibrate=True)
     part = report["datasets"][str(data_file)]
     assert part["queries"] == len(QUERIES) and part["items"] == len(QUERIES) + 1
     assert 0 <= part["first_stage_acc1"] <= part["oracle_acc_at_k"] <= 100
     assert report["temperature"] > 0 and 0 <= report["margin"] <= 0.5
+    assert [row["max_gap"] for row in part["adaptive"]] == [0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2]
 
 
 def test_settings_are_checked(tmp_path):
@@ -235,3 +244,37 @@ def test_settings_are_checked(tmp_path):
         RerankerSettings.read(tmp_path / "reranker.json")
     with pytest.raises(Exception, match="temperature"):
         RerankerSettings(temperature=0).validate()
+
+
+def test_first_stage_weight_adds_the_first_stage_cosines(data_file, tmp_path):
+    # trained on model score + w × cosine; used the same way; refused without the cosines
+    config = small_config(max_steps=2, first_stage_weight=20.0, dropout=0.0)
+    trainer = RerankTrainer(config, [data_file], run_dir=tmp_path / "run")
+    assert all(len(e.first_stage) == len(e.candidates) for e in trainer.examples)
+    trainer.model.eval()
+    with torch.no_grad():
+        loss, _ = trainer.batch_loss([0])
+        pairs = trainer.pairs[0]
+        alone = trainer.model(*trainer.inputs.collate(pairs)).float()
+    positive = torch.tensor([trainer.examples[0].positive])
+    with_prior = (alone + 20.0 * torch.tensor(trainer.examples[0].first_stage)).unsqueeze(0)
+    assert torch.allclose(loss, listwise_loss(with_prior, positive), atol=2e-2)  # bf16 autocast in training
+    trainer.train()
+    trainer.reranker().save(tmp_path / "out", weights_dtype="float32")
+    loaded = Reranker.load(tmp_path / "out", device="cpu", dtype="float32")
+    assert loaded.settings.first_stage_weight == 20.0
+    data = RerankData.read(data_file)
+    contexts = [data.context(item) for item in data.items]
+    candidates = [data.texts(item.candidates[:4], " ; ") for item in data.items]
+    cosines = [[c[2] for c in item.candidates[:4]] for item in data.items]
+    with pytest.raises(InputError, match="first_stage"):
+        loaded.score(contexts, candidates)
+    with pytest.raises(InputError, match="one cosine per candidate"):
+        loaded.score(contexts, candidates, first_stage=[c[:-1] for c in cosines])
+    combined = loaded.score(contexts, candidates, first_stage=cosines)
+    loaded.settings.first_stage_weight = 0.0
+    model_only = loaded.score(contexts, candidates)
+    for c, m, cos in zip(combined, model_only, cosines):
+        assert np.allclose(c, m + 20.0 * np.asarray(cos, dtype=np.float32), atol=1e-4)
+    with pytest.raises(Exception, match="first_stage_weight"):
+        RerankerSettings(first_stage_weight=-1).validate()

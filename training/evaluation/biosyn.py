@@ -122,6 +122,22 @@ def _unions(query_vectors: np.ndarray, name_vectors: np.ndarray, sparse_rows: np
     return rows, dense
 
 
+def gold_ids(cui: str) -> set:
+    """A query's gold IDs: its CUI split on ``|`` and ``+`` (a composite's parts are each gold)."""
+    return set(cui.replace("+", "|").split("|"))
+
+
+def dictionary_ids(cui: str) -> frozenset:
+    """A dictionary entry's IDs, split on ``|`` only, as SapBERT's ``check_label`` splits a predicted
+    label: a ``+`` composite entry (``D009468+D030342``) is one ID, right only for that same composite."""
+    return frozenset(cui.split("|"))
+
+
+def is_right(candidate_cui: str, gold: Any) -> bool:
+    """SapBERT's rule: a candidate is right when its :func:`dictionary_ids` meet the ``gold`` IDs."""
+    return bool(dictionary_ids(candidate_cui) & set(gold))
+
+
 def _right(rows: np.ndarray, gold: Sequence[set], cui_sets: Sequence[frozenset]) -> np.ndarray:
     """Whether each candidate (row number; -1: none) of each sub-mention is right."""
     right = np.zeros(rows.shape, dtype=bool)
@@ -169,8 +185,8 @@ def score_vectors(queries: Sequence[BiosynQuery], names: Sequence[str], cuis: Se
     flat = [p for mention_parts in parts for p in mention_parts]
     if len(flat) != len(raw_queries) or len(names) != len(raw_names) or len(names) != len(cuis):
         raise InputError("vectors, sub-mentions, names and CUIs do not match in number")
-    gold = [set(q.cui.replace("+", "|").split("|")) for q, p in zip(queries, parts) for _ in p]
-    cui_sets = [frozenset(cui.split("|")) for cui in cuis]
+    gold = [gold_ids(q.cui) for q, p in zip(queries, parts) for _ in p]
+    cui_sets = [dictionary_ids(cui) for cui in cuis]
     unit_names, unit_queries = _unit(raw_names), _unit(raw_queries)
     results: Dict[str, Any] = {}
     for scoring in scorings:

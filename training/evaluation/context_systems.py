@@ -227,11 +227,13 @@ class DenseReranked(_SecondStage):
         text, start, end = mention_context(query, part)
         separator = self.reranker.settings.separator
         texts = [candidate_text(name, self._dictionary[cid].canonical_name, separator) for cid, _, name in found]
-        return self.reranker.rerank([MentionContext(text, start, end, part)], [texts])[0]
+        return self.reranker.rerank([MentionContext(text, start, end, part)], [texts],
+                                    first_stage=[[score for _, score, _ in found]])[0]
 
     def describe(self) -> Dict[str, Any]:
         return dict(super().describe(), dense=self.dense.describe(), model=self.model_path, k=self.k,
-                    temperature=self.reranker.settings.temperature, margin=self.reranker.settings.margin)
+                    temperature=self.reranker.settings.temperature, margin=self.reranker.settings.margin,
+                    first_stage_weight=self.reranker.settings.first_stage_weight)
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:

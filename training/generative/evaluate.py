@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from spacy_sapbert.generative.seq2seq import GenerativeModel, Mention
 
-from ..rerank.data import RerankData, ids_of
+from ..rerank.data import RerankData, is_right
 
 NOT_FOUND = 10_000
 
@@ -31,8 +31,7 @@ def mention_of(data: RerankData, item: Any) -> Mention:
 
 
 def _first_right(ranked: Sequence[str], gold: Sequence[str]) -> int:
-    wanted = set(gold)
-    return next((rank for rank, cui in enumerate(ranked) if set(ids_of(cui)) & wanted), NOT_FOUND)
+    return next((rank for rank, cui in enumerate(ranked) if is_right(cui, gold)), NOT_FOUND)
 
 
 def _rates(items: Sequence[Any], first: Sequence[int], at: Sequence[int] = (1, 5)) -> Dict[str, float]:

@@ -78,6 +78,8 @@ def train_command(
     max_steps: Optional[int] = _option("max_steps", "0 = --epochs passes."),
     epochs: Optional[int] = _option("epochs"),
     max_items: Optional[int] = _option("max_items", "Mentions to train on, hardest first (0: all)."),
+    first_stage_weight: Optional[float] = _option("first_stage_weight", "Score = model + this × first-stage "
+                                                  "cosine, in training and at use (0: model alone)."),
     dropout: Optional[float] = _option("dropout"),
     freeze_embeddings: Optional[bool] = typer.Option(None, "--freeze-embeddings/--train-embeddings",
                                                      show_default="freeze", help="Word embeddings fixed or trained."),

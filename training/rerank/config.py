@@ -14,7 +14,7 @@ from ..selfalign.config import AMP_MODES, SCHEDULES, raise_first_failed
 
 RESUME_INVARIANTS = ("base_model", "max_length", "max_candidate_length", "marker_start", "marker_end", "k",
                      "batch_size", "grad_accum", "lr", "weight_decay", "warmup_steps", "schedule", "max_grad_norm",
-                     "seed", "dropout", "amp", "max_items", "freeze_embeddings")
+                     "seed", "dropout", "amp", "max_items", "freeze_embeddings", "first_stage_weight")
 
 
 @dataclass
@@ -44,6 +44,10 @@ class RerankConfig:
     max_items: int = 0
     """Train on this many mentions (0: all): those the first stage gets wrong first, then those where its
     right answer wins by the smallest margin."""
+    first_stage_weight: float = 0.0
+    """Train on (and decide by) the model's score plus this times the first stage's cosine, so the model
+    learns where the first stage is wrong instead of re-learning what it gets right (0: the model's score
+    alone). Saved in ``reranker.json``."""
     dropout: float = 0.1
     freeze_embeddings: bool = True
     """Keep the word embeddings (half of MiniLM's weights) as they are: the optimiser step then costs half,
@@ -70,6 +74,7 @@ class RerankConfig:
             (self.max_steps >= 0 and self.epochs >= 1, "max_steps", "max_steps >= 0 and epochs >= 1"),
             (self.max_items >= 0 and self.warmup_steps >= 0, "max_items", "max_items and warmup_steps must be >= 0"),
             (0.0 <= self.dropout < 1.0, "dropout", "must be in [0, 1)"),
+            (self.first_stage_weight >= 0, "first_stage_weight", "must be >= 0"),
             (self.checkpoint_every >= 0, "checkpoint_every", "must be >= 0"),
         ]
         raise_first_failed(self, checks)

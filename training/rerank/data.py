@@ -68,8 +68,11 @@ def ids_of(cui: str) -> List[str]:
 
 
 def is_right(cui: str, gold: Iterable[str]) -> bool:
-    """SapBERT's rule: a candidate is right when its ``|``-split IDs meet the gold IDs."""
-    return bool(set(ids_of(cui)) & set(gold))
+    """SapBERT's rule (:func:`~spacy_sapbert.training.evaluation.biosyn.is_right`, the harness's one
+    implementation): a candidate is right when its ``|``-split IDs meet the gold IDs."""
+    from ..evaluation.biosyn import is_right as sapbert_is_right
+
+    return sapbert_is_right(cui, gold)
 
 
 def read_split(folder: PathLike, first_query: int = 0) -> Tuple[Dict[str, str], List[Item]]:
@@ -231,6 +234,8 @@ class Example:
     context: Tuple[str, int, int, str]
     candidates: List[str]
     positive: List[bool]
+    first_stage: List[float]
+    """Each candidate's first-stage cosine."""
     inserted: bool
     first_stage_right: bool
     margin: float
@@ -271,8 +276,8 @@ def training_examples(datasets: Sequence[RerankData], k: int, separator: str, ma
             stats["first_stage_wrong"] += not right
             gold_score = max(c[2] for c, p in zip(chosen, positive) if p)
             wrong_score = max([c[2] for c, p in zip(chosen, positive) if not p], default=-1.0)
-            examples.append(Example(data.context(item), data.texts(chosen, separator), positive, inserted,
-                                    right, gold_score - wrong_score))
+            examples.append(Example(data.context(item), data.texts(chosen, separator), positive,
+                                    [float(c[2]) for c in chosen], inserted, right, gold_score - wrong_score))
     stats["examples"] = len(examples)
     if max_items and len(examples) > max_items:
         # stable: equally hard items keep file order
@@ -283,15 +288,25 @@ def training_examples(datasets: Sequence[RerankData], k: int, separator: str, ma
     return examples, stats
 
 
-def eval_rows(data: RerankData, k: int, separator: str) -> Tuple[List[Tuple[str, int, int, str]],
-                                                                 List[List[str]], List[List[bool]], List[int]]:
-    """(contexts, candidate texts, which are right (query gold), query of each item) of the first
-    stage's top k, nothing inserted: what evaluation and calibration score."""
-    contexts, texts, right, queries = [], [], [], []
+@dataclass
+class EvalRows:
+    """The first stage's top k of every item, nothing inserted: what evaluation and calibration score."""
+
+    contexts: List[Tuple[str, int, int, str]]
+    texts: List[List[str]]
+    right: List[List[bool]]
+    """Which candidates are right (the query's gold)."""
+    first_stage: List[List[float]]
+    queries: List[int]
+
+
+def eval_rows(data: RerankData, k: int, separator: str) -> EvalRows:
+    rows = EvalRows([], [], [], [], [])
     for item in data.items:
         chosen = item.candidates[:k]
-        contexts.append(data.context(item))
-        texts.append(data.texts(chosen, separator))
-        right.append([is_right(c[0], item.query_gold) for c in chosen])
-        queries.append(item.query)
-    return contexts, texts, right, queries
+        rows.contexts.append(data.context(item))
+        rows.texts.append(data.texts(chosen, separator))
+        rows.right.append([is_right(c[0], item.query_gold) for c in chosen])
+        rows.first_stage.append([float(c[2]) for c in chosen])
+        rows.queries.append(item.query)
+    return rows

@@ -17,15 +17,17 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from spacy_sapbert.context_rerank import needs_rerank
 from spacy_sapbert.reranker import Reranker, softmax
 
 from .data import RerankData, eval_rows
 
 logger = logging.getLogger(__name__)
+ADAPTIVE_GAPS = (0.01, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.2)
 
 
 @dataclass
@@ -36,12 +38,14 @@ class Scored:
     scores: List[np.ndarray]
     right: List[List[bool]]
     queries: List[int]
+    first_stage: Optional[List[List[float]]] = None
+    """Each candidate's first-stage cosine (for adaptive re-ranking: :func:`adaptive`)."""
 
 
 def score_data(reranker: Reranker, data: RerankData, k: int, batch_size: int = 0) -> Scored:
-    contexts, texts, right, queries = eval_rows(data, k, reranker.settings.separator)
-    scores = reranker.score(contexts, texts, batch_size or None)
-    return Scored(str(data.path), scores, right, queries)
+    rows = eval_rows(data, k, reranker.settings.separator)
+    scores = reranker.score(rows.contexts, rows.texts, batch_size or None, rows.first_stage)
+    return Scored(str(data.path), scores, rows.right, rows.queries, rows.first_stage)
 
 
 def query_accuracy(picks_right: Sequence[bool], queries: Sequence[int]) -> float:
@@ -52,11 +56,15 @@ def query_accuracy(picks_right: Sequence[bool], queries: Sequence[int]) -> float
     return round(100.0 * sum(by_query.values()) / max(len(by_query), 1), 2)
 
 
-def _picks(scored: Scored, temperature: float, margin: float) -> List[bool]:
+def _picks(scored: Scored, temperature: float, margin: float, max_gap: Optional[float] = None) -> List[bool]:
     out = []
-    for scores, right in zip(scored.scores, scored.right):
+    cosines = scored.first_stage or [[] for _ in scored.scores]
+    for scores, right, first in zip(scored.scores, scored.right, cosines):
         if len(scores) == 0:
             out.append(False)
+            continue
+        if max_gap is not None and not needs_rerank(first, max_gap):
+            out.append(right[0])
             continue
         probs = softmax(scores, temperature)
         best = int(np.argmax(probs))
@@ -72,6 +80,20 @@ def accuracy(scored: Scored, temperature: float, margin: float) -> Dict[str, Any
             "reranked_acc1": query_accuracy(_picks(scored, temperature, margin), scored.queries),
             "reranked_acc1_no_margin": query_accuracy(_picks(scored, temperature, 0.0), scored.queries),
             "oracle_acc_at_k": query_accuracy([any(r) for r in scored.right], scored.queries)}
+
+
+def adaptive(scored: Scored, temperature: float, margin: float,
+             gaps: Sequence[float] = ADAPTIVE_GAPS) -> List[Dict[str, float]]:
+    """Acc@1 and the share of items re-ranked when only items whose best two first-stage cosines are
+    closer than each gap go to the re-ranker (:func:`~spacy_sapbert.context_rerank.needs_rerank`)."""
+    if scored.first_stage is None:
+        return []
+    rows = []
+    for gap in gaps:
+        sent = sum(needs_rerank(first, gap) for first in scored.first_stage)
+        rows.append({"max_gap": gap, "acc1": query_accuracy(_picks(scored, temperature, margin, gap), scored.queries),
+                     "reranked_share": round(100.0 * sent / max(len(scored.first_stage), 1), 2)})
+    return rows
 
 
 def nll(scored: Sequence[Scored], temperature: float) -> float:
@@ -136,5 +158,8 @@ def evaluate(reranker: Reranker, datasets: Sequence[RerankData], k: int = 0, cal
                       nll_calibrated=round(nll(scored, reranker.settings.temperature), 4), pooled_acc1=pooled)
     settings = reranker.settings
     report.update(temperature=settings.temperature, margin=settings.margin,
-                  datasets={part.name: accuracy(part, settings.temperature, settings.margin) for part in scored})
+                  first_stage_weight=settings.first_stage_weight,
+                  datasets={part.name: dict(accuracy(part, settings.temperature, settings.margin),
+                                            adaptive=adaptive(part, settings.temperature, settings.margin))
+                            for part in scored})
     return report

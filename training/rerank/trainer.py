@@ -64,7 +64,8 @@ class RerankTrainer(CheckpointedRun):
         self.train_sets = [RerankData.read(p) for p in train_data]
         self.dev_sets = [RerankData.read(p) for p in dev_data]
         self.settings = RerankerSettings(max_length=config.max_length, max_candidate_length=config.max_candidate_length,
-                                         marker_start=config.marker_start, marker_end=config.marker_end, k=config.k)
+                                         marker_start=config.marker_start, marker_end=config.marker_end, k=config.k,
+                                         first_stage_weight=config.first_stage_weight)
         self.examples, self.data_stats = training_examples(self.train_sets, config.k, self.settings.separator,
                                                            config.max_items)
         logger.info("training examples: %s", json.dumps(self.data_stats))
@@ -98,6 +99,10 @@ class RerankTrainer(CheckpointedRun):
         tensors = [t.to(self.accelerator.device) for t in self.inputs.collate(pairs)]
         grid = to_grid(self.model(*tensors), [len(self.pairs[i]) for i in indices])
         width = grid.shape[1]
+        if self.config.first_stage_weight:
+            cosines = [self.examples[i].first_stage + [0.0] * (width - len(self.examples[i].first_stage))
+                       for i in indices]
+            grid = grid + self.config.first_stage_weight * torch.tensor(cosines, device=grid.device)
         positive = torch.tensor([self.examples[i].positive + [False] * (width - len(self.examples[i].positive))
                                  for i in indices], device=grid.device)
         return listwise_loss(grid, positive), batch_accuracy(grid, positive)[0]
