@@ -12,7 +12,8 @@ sub-mentions, and the answers of that very pass are scored:
 - ``rerank-always``: the dense top ``k`` concepts of each sub-mention (best name per concept, as
   ``training/rerank/data.py`` builds them, here live) re-ordered by the cross-encoder, reading the
   mention in title + " " + abstract (``read_split``); ``rerank-adaptive``: only the sub-mentions
-  :func:`~spacy_sapbert.context_rerank.needs_rerank` picks (best two cosines closer than ``--max-gap``).
+  :func:`~spacy_sapbert.context_rerank.needs_rerank` picks (best two cosines closer than ``--max-gap``),
+  through the pipe's own second stage, :class:`~spacy_sapbert.context_rerank.ContextReranking`.
 
 Scoring is SapBERT's, as :mod:`~.evaluation.biosyn` implements it: every query line counts, a
 mention is split on ``|``/``+`` and each sub-mention searched alone, a candidate is right when its
@@ -47,13 +48,13 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from spacy_sapbert.char_ngrams import CharNgramIndex, CharNgramSettings  # noqa: E402
-from spacy_sapbert.context_rerank import needs_rerank  # noqa: E402
+from spacy_sapbert.context_rerank import ContextReranking  # noqa: E402
 from spacy_sapbert.errors import InputError, exit_on_input_error  # noqa: E402
 from spacy_sapbert.kb import Concept, KnowledgeBase  # noqa: E402
 from spacy_sapbert.reranker_inputs import MentionContext  # noqa: E402
 from spacy_sapbert.training.evaluation import biosyn  # noqa: E402
 from spacy_sapbert.training.evaluation.baselines import ScispacyCandidates  # noqa: E402
-from spacy_sapbert.training.rerank.data import RerankData, _group, eval_rows, read_split  # noqa: E402
+from spacy_sapbert.training.rerank.data import RerankData, _group, read_split  # noqa: E402
 
 logger = logging.getLogger("benchmark")
 K = 5
@@ -99,23 +100,18 @@ def fitted(index: CharNgramIndex) -> Any:
 
 def reranked_pass(reranker: Any, encoder: Any, data: RerankData, unit_names: np.ndarray, names: List[str],
                   cuis: List[str], max_gap: Optional[float]) -> Tuple[List[List[str]], int]:
-    """The live dense top k of every item, re-ordered by the cross-encoder where ``needs_rerank`` says so:
+    """The live dense top k of every item, then the pipe's own second stage
+    (:meth:`~spacy_sapbert.context_rerank.ContextReranking.apply`, adaptive with ``max_gap``):
     (CUIs best first per item, items re-ranked). Fills ``item.candidates`` as data.build does."""
-    k, separator = int(reranker.settings.k), reranker.settings.separator
+    k = int(reranker.settings.k)
     vectors = biosyn._unit(encoder.encode([item.mention for item in data.items], normalize=False))
     best = biosyn.top_candidates(vectors, unit_names, max(FIRST_STAGE_NAMES, 8 * k))
     for i, item in enumerate(data.items):
         item.candidates = _group(best[i], unit_names[best[i]] @ vectors[i], names, cuis, k)
-    rows = eval_rows(data, k, separator)
-    chosen = [i for i, cosines in enumerate(rows.first_stage) if needs_rerank(cosines, max_gap)]
-    orders = [list(range(len(texts))) for texts in rows.texts]
-    if chosen:
-        probabilities = reranker.probabilities([MentionContext(*rows.contexts[i]) for i in chosen],
-                                               [rows.texts[i] for i in chosen],
-                                               first_stage=[rows.first_stage[i] for i in chosen])
-        for i, probs in zip(chosen, probabilities):
-            orders[i] = reranker.order(probs)
-    return [[item.candidates[j][0] for j in order] for item, order in zip(data.items, orders)], len(chosen)
+    stage = ContextReranking(reranker, lambda cui: data.canonical.get(cui, ""), max_gap)
+    ranked = stage.apply([MentionContext(*data.context(item)) for item in data.items],
+                         [[(cui, score, name) for cui, name, score in item.candidates] for item in data.items])
+    return [[cui for cui, _ in found.candidates] for found in ranked], stage.reranked
 
 
 def entry(system: str, label: str, accuracy: Dict[str, float], seconds: float, mentions: int,

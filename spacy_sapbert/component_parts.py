@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Tuple, Union
 
 from .calibration import Calibration
-from .context_rerank import ContextReranking
+from .context_rerank import ContextReranking, kb_canonical_names
 from .default import DEFAULT_MODEL, default_index_path, default_kb_name, default_kb_path
 from .encoder import Encoder
 from .errors import InputError
@@ -77,7 +77,8 @@ def configured_reranking(settings: LinkerSettings, kb: KnowledgeBase,
         return None
     from .reranker import Reranker
 
-    return ContextReranking(Reranker.load(source, device=settings.device), kb, settings.rerank_max_gap)
+    return ContextReranking(Reranker.load(source, device=settings.device), kb_canonical_names(kb),
+                            settings.rerank_max_gap)
 
 
 def save_reranker(folder: Path, reranking: Optional[ContextReranking]) -> None:

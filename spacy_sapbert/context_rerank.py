@@ -23,7 +23,7 @@ cosines (and scores then mix two scales: prefer a re-ranker with ``w`` > 0).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Collection, List, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Collection, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -56,12 +56,23 @@ def needs_rerank(cosines: Sequence[float], max_gap: Optional[float]) -> bool:
     return max_gap is None or float(cosines[0]) - float(cosines[1]) < max_gap
 
 
+def kb_canonical_names(kb: KnowledgeBase) -> Callable[[str], str]:
+    """Concept ID → its canonical name in ``kb`` ("" for an ID it lacks)."""
+    def canonical_name(concept_id: str) -> str:
+        concept = kb.get(concept_id)
+        return concept.canonical_name if concept is not None else ""
+
+    return canonical_name
+
+
 class ContextReranking:
     """Re-ranks the first stage's candidates of mentions in context (see the module's text)."""
 
-    def __init__(self, reranker: "Reranker", kb: KnowledgeBase, max_gap: Optional[float] = None) -> None:
+    def __init__(self, reranker: "Reranker", canonical_name: Callable[[str], str],
+                 max_gap: Optional[float] = None) -> None:
         self.reranker = reranker
-        self.kb = kb
+        self.canonical_name = canonical_name
+        """Concept ID → its canonical name (:func:`kb_canonical_names` for a KB), read with each candidate."""
         self.max_gap = max_gap
         self.reranked = 0
         """Mentions sent to the cross-encoder so far."""
@@ -96,7 +107,7 @@ class ContextReranking:
         self.kept += len(tops) - len(chosen)
         if not chosen:
             return out
-        texts = [[candidate_text(name, self._canonical(cid), settings.separator) for cid, _, name in tops[i]]
+        texts = [[candidate_text(name, self.canonical_name(cid), settings.separator) for cid, _, name in tops[i]]
                  for i in chosen]
         cosines = [[score for _, score, _ in tops[i]] for i in chosen]
         probabilities = self.reranker.probabilities([contexts[i] for i in chosen], texts, first_stage=cosines)
@@ -112,10 +123,6 @@ class ContextReranking:
             return Ranked([(cid, float(score)) for cid, score, _ in top], False)
         probs = softmax(weight * np.asarray([score for _, score, _ in top]), self.reranker.settings.temperature)
         return Ranked([(cid, float(p)) for (cid, _, _), p in zip(top, probs)], True)
-
-    def _canonical(self, concept_id: str) -> str:
-        concept = self.kb.get(concept_id)
-        return concept.canonical_name if concept is not None else ""
 
     def __repr__(self) -> str:
         return f"ContextReranking({self.reranker!r}, max_gap={self.max_gap}, reranked={self.reranked}, kept={self.kept})"

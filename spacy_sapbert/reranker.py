@@ -42,7 +42,7 @@ SETTINGS_FILE = "reranker.json"
 FORMAT_VERSION = 1
 WEIGHTS_FILE = "model.safetensors"
 __all__ = ["CrossEncoder", "FORMAT_VERSION", "MentionContext", "Reranker", "RerankerSettings", "SETTINGS_FILE",
-           "candidate_text", "softmax"]
+           "candidate_text", "choose", "softmax"]
 
 
 @dataclass
@@ -106,6 +106,16 @@ def softmax(scores: np.ndarray, temperature: float = 1.0) -> np.ndarray:
     z = np.asarray(scores, dtype=np.float64) / temperature
     z = np.exp(z - z.max())
     return z / z.sum()
+
+
+def choose(probabilities: np.ndarray, margin: float) -> int:
+    """The index of the candidate to link, the candidates being in the first stage's order: the
+    re-ranker's best, unless its probability beats the first stage's top candidate (index 0) by
+    no more than ``margin``; -1 when there is no candidate."""
+    if len(probabilities) == 0:
+        return -1
+    best = int(np.argmax(probabilities))
+    return best if probabilities[best] - probabilities[0] > margin else 0
 
 
 class CrossEncoder(nn.Module):
@@ -273,13 +283,8 @@ class Reranker:
                 for s in self.score(contexts, candidates, batch_size, first_stage)]
 
     def choose(self, probabilities: np.ndarray) -> int:
-        """The index of the candidate to link, the candidates being in the first stage's order: the
-        re-ranker's best, unless its probability beats the first stage's top candidate (index 0) by
-        no more than ``margin``; -1 when there is no candidate."""
-        if len(probabilities) == 0:
-            return -1
-        best = int(np.argmax(probabilities))
-        return best if probabilities[best] - probabilities[0] > self.settings.margin else 0
+        """:func:`choose` with this re-ranker's margin."""
+        return choose(probabilities, self.settings.margin)
 
     def rerank(self, contexts: Sequence[MentionContext], candidates: Sequence[Sequence[str]],
                batch_size: Optional[int] = None,

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from spacy_sapbert.context_rerank import needs_rerank
-from spacy_sapbert.reranker import Reranker, softmax
+from spacy_sapbert.reranker import Reranker, choose, softmax
 
 from .data import RerankData, eval_rows
 
@@ -66,10 +66,7 @@ def _picks(scored: Scored, temperature: float, margin: float, max_gap: Optional[
         if max_gap is not None and not needs_rerank(first, max_gap):
             out.append(right[0])
             continue
-        probs = softmax(scores, temperature)
-        best = int(np.argmax(probs))
-        pick = best if probs[best] - probs[0] > margin else 0
-        out.append(right[pick])
+        out.append(right[choose(softmax(scores, temperature), margin)])
     return out
 
 
