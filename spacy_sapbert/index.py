@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -21,7 +21,7 @@ from .errors import InputError
 from .index_files import (FORMAT_VERSION, INDEX_FILE, MANIFEST, RERANK_FILE, IndexFiles, check_save_target,
                           is_index_folder, read_index_folder, write_index_folder)
 from .index_kinds import (INDEX_KINDS, RowFilter, check_kind, configure_search, filtered_search, make_faiss_index,
-                          plain_search, rerank_exact)
+                          plain_search, promote_rows, rerank_exact)
 from .kb import KnowledgeBase
 
 logger = logging.getLogger(__name__)
@@ -49,6 +49,7 @@ class NameIndex:
         self.concept_ids = concept_ids
         self.manifest = manifest
         self._tables: Optional[Tables] = None
+        self._rows_of_name: Optional[Dict[str, np.ndarray]] = None
         self.rerank_vectors: Optional[np.ndarray] = None
         """float16 (names, dim) for exact re-ranking (``params["rerank"] > 0``), memory-mapped once saved."""
         configure_search(self.index, str(manifest.get("kind", "")), manifest.get("params", {}))
@@ -150,6 +151,11 @@ class NameIndex:
         return str(self.manifest["kind"])
 
     @property
+    def exact_scores(self) -> bool:
+        """Whether :meth:`search` gives exact cosines (flat, HNSW, or re-ranked from stored vectors)."""
+        return self.kind in ("flat", "hnsw") or self.rerank_vectors is not None
+
+    @property
     def model_fingerprint(self) -> str:
         return str(self.manifest["model_fingerprint"])
 
@@ -157,13 +163,21 @@ class NameIndex:
     def kb_fingerprint(self) -> str:
         return str(self.manifest["kb_fingerprint"])
 
-    def search(self, vectors: np.ndarray, k: int, rows: Optional[RowFilter] = None) -> Tuple[np.ndarray, np.ndarray]:
+    def search(self, vectors: np.ndarray, k: int, rows: Optional[RowFilter] = None,
+               texts: Optional[Sequence[str]] = None) -> Tuple[np.ndarray, np.ndarray]:
         """Top-``k`` rows per query: scores (n, k) float32 best first, rows (n, k) int64.
 
         ``rows`` restricts the search to some rows (:meth:`row_mask`): the best ``k`` of
         those, however far down the unrestricted ranking they are (see
         :mod:`~spacy_sapbert.index_kinds`). Missing hits (``k`` larger than the index or the
         allowed rows) have row -1 and score ``-inf``.
+
+        ``texts``, the normalised strings the query vectors encode: the rows of a name equal to
+        the query's text are scored exactly and ranked first. Their vector is the query's own,
+        so the cosine is ``q·q``, which a compressed index's codes only approximate (a PQ code
+        scores an exact match ~0.87, and a near name of another concept can beat it). Equal
+        scores (the rows of a name several concepts share) come last row first in every kind,
+        as FAISS's exact search returns them, so a compressed index breaks those ties alike.
         """
         if k < 1:
             raise InputError(f"k must be positive, got {k}", field="k")
@@ -185,8 +199,28 @@ class NameIndex:
         if rerank:
             name_of_row = self._compact_tables()[2][:, 0]
             scores, found = rerank_exact(vectors, found, lambda r: self.rerank_vectors[name_of_row[r]], k)
+        if texts is not None:
+            scores, found = self._score_own_names(vectors, texts, scores, found, k, rows)
         scores[found < 0] = -np.inf
-        return scores, found
+        # rows of one name score the same (one vector): last row first, as FAISS's exact search
+        # returns such ties, so that every kind (and a promoted name) breaks them alike
+        order = np.lexsort((-found, -scores), axis=-1)
+        return np.take_along_axis(scores, order, axis=1), np.take_along_axis(found, order, axis=1)
+
+    def _score_own_names(self, vectors: np.ndarray, texts: Sequence[str], scores: np.ndarray, found: np.ndarray,
+                         k: int, rows: Optional[RowFilter]) -> Tuple[np.ndarray, np.ndarray]:
+        if len(texts) != len(vectors):
+            raise InputError(f"{len(texts)} texts for {len(vectors)} query vectors", field="texts")
+        if self._rows_of_name is None:
+            names, _, table = self._compact_tables()
+            order = np.argsort(table[:, 0], kind="stable")
+            starts = np.searchsorted(table[order, 0], np.arange(len(names) + 1))
+            self._rows_of_name = {name: order[starts[i]:starts[i + 1]] for i, name in enumerate(names)}
+        own = [self._rows_of_name.get(text) for text in texts]
+        if rows is not None:
+            own = [None if r is None else r[rows.mask[r]] for r in own]
+        exact = np.einsum("nd,nd->n", vectors, vectors)
+        return promote_rows(scores, found, own, exact, k)
 
     def row_mask(self, allowed: Callable[[str], bool]) -> np.ndarray:
         """One bool per row: whether ``allowed(concept_id)`` holds for the row's concept (asked

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -251,5 +251,22 @@ def rerank_exact(queries: np.ndarray, rows: np.ndarray, lookup: Callable[[np.nda
     return np.take_along_axis(exact, order, axis=1).astype(np.float32), picked_rows
 
 
+def promote_rows(scores: np.ndarray, found: np.ndarray, promoted: Sequence[Optional[np.ndarray]],
+                 promoted_scores: Sequence[float], k: int) -> Tuple[np.ndarray, np.ndarray]:
+    """Merge rows known to score ``promoted_scores[i]`` for query ``i`` (``promoted[i]``: None or
+    row numbers) into that query's hits (n, k), best ``k`` kept, each row once, best first."""
+    scores, found = scores.copy(), found.copy()
+    for i, extra in enumerate(promoted):
+        if extra is None or not len(extra):
+            continue
+        keep = (found[i] >= 0) & ~np.isin(found[i], extra)
+        rows = np.concatenate([np.asarray(extra, dtype=np.int64), found[i][keep]])
+        values = np.concatenate([np.full(len(extra), promoted_scores[i], dtype=np.float32), scores[i][keep]])
+        order = np.argsort(-values, kind="stable")[:k]
+        found[i], scores[i] = -1, -np.inf
+        found[i, :len(order)], scores[i, :len(order)] = rows[order], values[order]
+    return scores, found
+
+
 __all__ = ["INDEX_KINDS", "SELECTOR_KINDS", "RowFilter", "check_kind", "configure_search", "faiss_module",
-           "filtered_search", "make_faiss_index", "overfetch_search", "plain_search", "rerank_exact"]
+           "filtered_search", "make_faiss_index", "overfetch_search", "plain_search", "promote_rows", "rerank_exact"]

@@ -23,6 +23,7 @@ from typing import Any, Collection, Dict, List, Optional, Sequence, Tuple
 from .calibration import Calibration
 from .encoder import Encoder
 from .errors import InputError
+from .exact_rescore import NameVectors, rescore_near_best
 from .index import NameIndex
 from .kb import KnowledgeBase
 from .normalize import normalize
@@ -68,6 +69,8 @@ class Linker:
         """Maps the cosine scores of :meth:`link` to probabilities of being right (then
         ``threshold`` is a probability); None: scores are cosines. :meth:`candidates` stays raw."""
         self._label_types: Optional[Dict[str, TypeSet]] = None  # on first use: a pipe's is at load
+        self._name_vectors = NameVectors(encoder)
+        """Names encoded for ``rescore_gap`` (:mod:`spacy_sapbert.exact_rescore`)."""
 
     # -- settings -----------------------------------------------------------------
     @property
@@ -78,8 +81,8 @@ class Linker:
 
     @settings.setter
     def settings(self, settings: LinkerSettings) -> None:
-        # a different k changes the candidates: drop them; a smaller cache drops its oldest entries
-        if settings.k != self._settings.k:
+        # a different k or re-scoring changes the candidates: drop them; a smaller cache drops its oldest entries
+        if settings.k != self._settings.k or settings.rescore_gap != self._settings.rescore_gap:
             self.clear_cache()
         if settings.label_to_types != self._settings.label_to_types:
             self._label_types = None  # the cache is keyed by types, not labels: it stays
@@ -220,8 +223,11 @@ class Linker:
             groups.setdefault(types, []).append(text)
         for types, group in groups.items():
             rows = None if types is None else self._type_filters.rows(types)
-            scores, hits = self.index.search(vectors[[position[text] for text in group]],
-                                             min(self.k, len(self.index)), rows)
+            queries = vectors[[position[text] for text in group]]
+            scores, hits = self.index.search(queries, min(self.k, len(self.index)), rows, texts=group)
+            if self._settings.rescore_gap is not None and not self.index.exact_scores:
+                scores, hits = rescore_near_best(queries, scores, hits, self.index.names, self._name_vectors,
+                                                 self._settings.rescore_gap)
             for text, row_scores, row_ids in zip(group, scores, hits):
                 found[(text, types)] = self._by_concept(row_scores, row_ids)
                 self._remember((text, types), found[(text, types)])
@@ -246,11 +252,16 @@ class Linker:
             self._cache.popitem(last=False)
 
     def clear_cache(self) -> None:
+        """Forget cached candidates and re-scored name vectors (a vector encoded in another batch
+        can differ in its last bits, so a run that must not depend on history clears both)."""
         self._cache.clear()
+        self._name_vectors.clear()
 
     def cache_info(self) -> Dict[str, int]:
-        """Hits and misses count distinct (mention, type set) pairs per call."""
-        return {"hits": self.hits, "misses": self.misses, "size": len(self._cache), "max_size": self.cache_size}
+        """Hits and misses count distinct (mention, type set) pairs per call; ``names_encoded``, the
+        KB names encoded for ``rescore_gap``."""
+        return {"hits": self.hits, "misses": self.misses, "size": len(self._cache), "max_size": self.cache_size,
+                "names_encoded": self._name_vectors.encoded}
 
     def __repr__(self) -> str:
         return (f"Linker(kb={self.kb.name!r}, index={self.index!r}, k={self.k}, threshold={self.threshold}, "

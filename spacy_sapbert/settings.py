@@ -150,6 +150,10 @@ class LinkerSettings:
         None, "null (re-rank every span with two or more candidates) or a number from 0 to 2 (re-rank a span only "
               "when its best two first-stage cosines are closer than this)",
         lambda v: v is None or (isinstance(v, numbers.Real) and not isinstance(v, bool) and 0 <= v <= 2), live=True)
+    rescore_gap: Optional[float] = _setting(
+        None, "null (scores as the index gives them) or a number from 0 to 2 (in a compressed index, the names of "
+              "candidates scoring within this much of a span's best are encoded and scored exactly)",
+        lambda v: v is None or (isinstance(v, numbers.Real) and not isinstance(v, bool) and 0 <= v <= 2), live=True)
     label_to_types: Optional[Dict[str, List[str]]] = _setting(
         DEFAULT_LABEL_TO_TYPES, "null (no type filtering) or a mapping of span label → non-empty list of KB types "
                                 "(e.g. {\"DISEASE\": [\"Disease\"]})", _is_label_to_types, live=True)

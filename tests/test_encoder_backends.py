@@ -96,7 +96,8 @@ def test_cpu_precision_auto_follows_the_cpu(tiny_bert, monkeypatch):
 
 
 def test_default_pipeline_loads_without_transformers():
-    code = ("import sys, spacy_sapbert; nlp = spacy_sapbert.load(); "
+    # threshold off: the default abstains on "acute myocardial infarction" (two close concepts)
+    code = ("import sys, spacy_sapbert; nlp = spacy_sapbert.load(); nlp.get_pipe('sapbert_linker').threshold = None; "
             "doc = nlp('Patients with acute myocardial infarction received aspirin.'); "
             "print(sorted(e.kb_id_ for e in doc.ents)); print('transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)

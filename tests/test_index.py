@@ -170,6 +170,54 @@ def test_rerank_scores_compressed_candidates_exactly_from_memory_mapped_vectors(
         NameIndex.build(kb, encoder, kind="hnsw", show_progress=False, rerank=10)
 
 
+def test_a_name_equal_to_the_query_text_is_scored_exactly_and_first_in_a_compressed_index(encoder):
+    kb = small_kb()
+    index = NameIndex.build(kb, encoder, kind="pq", show_progress=False, pq_m=1, pq_bits=2)  # coarse: 4 codes
+    texts = ["heart attack", "renal failure", "ms", "not a name"]
+    queries = encoder.encode(texts)
+    coarse_scores, coarse_rows = index.search(queries, k=4)
+    assert index.names[coarse_rows[0, 0]] != "heart attack" or coarse_scores[0, 0] < 0.99  # codes are not exact
+    scores, rows = index.search(queries, k=4, texts=texts)
+    own = np.einsum("nd,nd->n", queries, queries)
+    assert index.names[rows[0, 0]] == "heart attack" and scores[0, 0] == pytest.approx(own[0], abs=1e-6)
+    assert index.names[rows[1, 0]] == "renal failure"
+    # a shared name: both concepts, tied, last row first (as exact search returns them); every row once
+    assert [index.concept_ids[r] for r in rows[2, :2]] == ["D009081", "D009103"] and scores[2, 0] == scores[2, 1]
+    assert all(len(set(r[r >= 0].tolist())) == len(r[r >= 0]) for r in rows)
+    np.testing.assert_array_equal(rows[3], coarse_rows[3])  # no name equals the text: the codes' order
+    # a row filter keeps its word: an excluded concept's name is not brought in
+    from spacy_sapbert.index import RowFilter
+    mask = np.array([cid != "D009203" for cid in index.concept_ids])
+    _, filtered = index.search(queries[:1], k=4, rows=RowFilter(mask), texts=texts[:1])
+    assert "D009203" not in {index.concept_ids[r] for r in filtered[0] if r >= 0}
+    with pytest.raises(InputError, match="texts"):
+        index.search(queries, k=2, texts=texts[:2])
+
+
+@pytest.mark.parametrize("kind", ["flat", "pq", "hnsw"])
+def test_rows_with_equal_scores_come_last_row_first_in_every_kind(kind, flat, encoder):
+    index = flat if kind == "flat" else flat.convert(kind)
+    scores, rows = index.search(encoder.encode(["ms", "multiple sclerosis", "mitral stenosis"]), k=len(flat))
+    ties = 0
+    for row_scores, row_ids in zip(scores, rows):
+        for i in range(len(row_ids) - 1):
+            if row_scores[i] == row_scores[i + 1] and row_ids[i + 1] >= 0:
+                assert row_ids[i] > row_ids[i + 1]
+                ties += 1
+    assert ties >= 3  # "ms" is tied in each query's list
+
+
+def test_promote_rows_merges_known_scores_into_the_hits():
+    from spacy_sapbert.index_kinds import promote_rows
+
+    scores = np.array([[0.9, 0.8, 0.1], [0.5, -np.inf, -np.inf]], dtype=np.float32)
+    found = np.array([[4, 7, 2], [3, -1, -1]])
+    new_scores, new_rows = promote_rows(scores, found, [np.array([7, 9]), None], [1.0, 1.0], k=3)
+    np.testing.assert_array_equal(new_rows, [[7, 9, 4], [3, -1, -1]])
+    np.testing.assert_allclose(new_scores, [[1.0, 1.0, 0.9], [0.5, -np.inf, -np.inf]])
+    np.testing.assert_array_equal(found, [[4, 7, 2], [3, -1, -1]])  # the inputs are left as they were
+
+
 # -- saving over an existing folder -------------------------------------------------------------
 def _other_index(encoder) -> NameIndex:
     kb = KnowledgeBase([Concept("X:1", "Calcimycin", ["A23187"]), Concept("X:2", "Aspirin", [])], name="other")

@@ -142,3 +142,60 @@ def test_index_is_built_when_missing_and_checked_when_given(encoder, index):
     other = KnowledgeBase([Concept("X:1", "something else")], name="other")
     with pytest.raises(IndexMismatchError, match="KB"):
         Linker(encoder, other, index)
+
+
+def test_rescore_gap_makes_a_compressed_index_rank_as_exact_search(counting, index):
+    """A coarse PQ index (4 codes) scrambles the order; re-scoring every candidate within the gap
+    by encoding its name gives exact search's concepts and cosines, names encoded once."""
+    coarse = index.convert("pq", pq_m=1, pq_bits=2)
+    mentions = ["kidney failure", "heart attacks", "renal disease", "chloroquine phosphate", "diabetes"]
+    exact = make(counting, index, max_entities_per_mention=3).link(mentions)
+    plain = make(counting, coarse, max_entities_per_mention=3)
+    assert [[c for c, _ in found] for found in plain.link(mentions)] != [[c for c, _ in found] for found in exact]
+    linker = make(counting, coarse, max_entities_per_mention=3, rescore_gap=2.0)  # 2: every candidate
+    counting.calls.clear()
+    rescored = linker.link(mentions)
+    for got, want in zip(rescored, exact):
+        assert [c for c, _ in got] == [c for c, _ in want]
+        assert [s for _, s in got] == pytest.approx([s for _, s in want], abs=1e-5)
+    names = [name for call in counting.calls[1:] for name in call]
+    assert len(names) == len(set(names)) and set(names) <= set(index.names)  # each name encoded once
+    counting.calls.clear()
+    linker.clear_cache()
+    linker.link(mentions)
+    assert len(counting.calls) == 2  # cleared: the mentions, then the names, encoded again
+    exact_linker = make(counting, index, rescore_gap=2.0)  # an exact index is never re-scored
+    counting.calls.clear()
+    exact_linker.link(mentions)
+    assert len(counting.calls) == 1
+    with pytest.raises(InputError, match="rescore_gap"):
+        make(counting, coarse, rescore_gap=-0.1)
+
+
+def test_rescore_near_best_only_touches_rows_within_the_gap():
+    import numpy as np
+
+    from spacy_sapbert.exact_rescore import NameVectors, rescore_near_best
+
+    class Fixed:
+        dim = 2
+
+        def __init__(self):
+            self.asked = []
+
+        def encode(self, names):
+            self.asked.append(list(names))
+            return np.array([{"a": [1.0, 0.0], "b": [0.0, 1.0], "c": [0.6, 0.8]}[n] for n in names])
+
+    fixed = Fixed()
+    vectors = NameVectors(fixed, capacity=2)
+    queries = np.array([[0.0, 1.0]], dtype=np.float32)
+    scores = np.array([[0.9, 0.85, 0.5]], dtype=np.float32)
+    rows = np.array([[0, 1, 2]])
+    new_scores, new_rows = rescore_near_best(queries, scores, rows, ["a", "b", "c"], vectors, gap=0.1)
+    np.testing.assert_array_equal(new_rows, [[1, 2, 0]])  # "b" exact 1.0, "c" untouched 0.5, "a" exact 0.0
+    np.testing.assert_allclose(new_scores, [[1.0, 0.5, 0.0]])
+    assert fixed.asked == [["a", "b"]]
+    vectors.get(["c"])  # capacity 2: "a" (least recently used) goes
+    vectors.get(["b", "a"])
+    assert fixed.asked[-1] == ["a"]

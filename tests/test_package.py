@@ -96,8 +96,16 @@ def test_embedded_default_links_offline():
     assert found[("HCQ", "CHEMICAL")].startswith("D006886")  # through the abbreviation's long form
     assert found[("myocardial infarction", "DISEASE")].startswith("D009203")
     # synonyms the KB spells differently: brand name, lay term, abbreviation
-    links = nlp.get_pipe("sapbert_linker").linker.link(["Plaquenil", "heart attack", "T2DM", "high blood pressure"])
-    assert [candidates[0][0].split("|")[0] for candidates in links] == ["D006886", "D009203", "D003924", "D006973"]
+    mentions = ["Plaquenil", "heart attack", "T2DM", "high blood pressure"]
+    linker = nlp.get_pipe("sapbert_linker").linker
+    candidates = linker.candidates(mentions)  # raw cosines, no threshold
+    assert [found[0][0].split("|")[0] for found in candidates] == ["D006886", "D009203", "D003924", "D006973"]
+    # shipped calibrated, with a threshold: scores are probabilities, and an unsure link is refused
+    assert linker.calibration is not None and 0.5 < linker.threshold < 1
+    links = linker.link(mentions)
+    assert all(score >= linker.threshold for found in links for _, score in found)
+    assert links[2] == [] and [found[0][0] for found in links if found] == [found[0][0] for i, found in
+                                                                            enumerate(candidates) if i != 2]
     blank = spacy.blank("en")
     linker = blank.add_pipe("sapbert_linker")  # no config: the embedded encoder, KB and index
     assert linker.index.kind == "pq" and linker.kb.name == "mesh-medic"
