@@ -111,6 +111,18 @@ def test_embedded_default_links_offline():
     assert linker.index.kind == "pq" and linker.kb.name == "mesh-medic"
 
 
+def test_ner_labels_are_known_before_the_ner_runs(tmp_path):
+    """A pipeline saved before its NER ran (``sapbert calibrate --output``) keeps its labels in meta.json."""
+    nlp = spacy_sapbert.load()
+    ner = nlp.get_pipe("sapbert_ner")
+    assert ner.tagging is None and sorted(ner.labels) == ["CHEMICAL", "DISEASE"]
+    assert sorted(nlp.meta["labels"]["sapbert_ner"]) == ["CHEMICAL", "DISEASE"]
+    assert ner.tagging is None  # reading the labels did not load the model
+    (tmp_path / "tagger.json").write_text("{not json")
+    ner.folder = tmp_path
+    assert ner.labels == ()
+
+
 # -- replacing an output folder: only an earlier package, or anything with --overwrite -----------
 
 def _marker(folder):

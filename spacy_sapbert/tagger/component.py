@@ -119,8 +119,18 @@ class TransformerNER(Pipe):
 
     @property
     def labels(self) -> Sequence[str]:
-        """The labels of the loaded model (empty before it is loaded: spaCy asks while loading)."""
-        return self.tagging.scheme.labels if self.tagging is not None else ()
+        """The labels of the model: read from its settings file when it is not loaded yet (a
+        pipeline saved before its NER ran, as ``sapbert calibrate --output`` does, must still
+        list them in ``meta.json``); empty when there is no model folder to read."""
+        if self.tagging is not None:
+            return self.tagging.scheme.labels
+        settings = self.folder / tagger_model.SETTINGS_FILE if self.folder is not None else None
+        if settings is None or not settings.is_file():
+            return ()
+        try:
+            return TagScheme.from_tags(tagger_model.read_settings(self.folder)["tags"]).labels
+        except (InputError, ValueError, KeyError):
+            return ()  # a broken folder is reported when the model loads, not while spaCy reads labels
 
     def _ready(self) -> Tagging:
         if self.tagging is None:
