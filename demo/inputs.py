@@ -58,7 +58,8 @@ def check_k(k: object, max_k: int = MAX_K) -> int:
 
 
 def check_threshold(threshold: object) -> float:
-    """A cosine threshold in [0, 1] (the slider's value, or an API caller's)."""
+    """A threshold in [0, 1] (the slider's value, or an API caller's): a cosine, or a probability
+    where the pipeline is calibrated (the embedded default is)."""
     try:
         value = float(threshold)  # type: ignore[arg-type]
     except (TypeError, ValueError):
