@@ -61,6 +61,9 @@ class Encoder:
         self.source = str(model)
         location = resolve_model_path(model)
         settings = read_settings(location)
+        self._recorded_source = str(settings.get("source") or self.source)
+        """What :meth:`save` records as the source: the one a saved folder already names, so that
+        re-saving a loaded model (a pipeline's ``to_disk``) keeps it rather than a local path."""
         self.backend, native_config = pick_backend(backend, location)
         """``native`` (:mod:`spacy_sapbert.bert`, no ``transformers`` import) or ``transformers``."""
         config: Any = None
@@ -249,7 +252,7 @@ class Encoder:
         else:
             self.model.save_pretrained(folder, state_dict=state)
             self.tokenizer.save_pretrained(folder)
-        settings = dict(self.settings, fingerprint=self.fingerprint, source=self.source, dim=self.dim,
+        settings = dict(self.settings, fingerprint=self.fingerprint, source=self._recorded_source, dim=self.dim,
                         weights_dtype=stored)
         (folder / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
         # so that SentenceTransformer(folder) encodes as we do; outside the fingerprint (see the module)

@@ -91,6 +91,18 @@ def test_save_load_keeps_fingerprint_and_vectors_safetensors_only(encoder, tmp_p
     assert json.loads((folder / SETTINGS_FILE).read_text())["fingerprint"] == encoder.fingerprint
 
 
+def test_a_resaved_model_keeps_the_source_its_folder_records(encoder, tmp_path):
+    """Saving a loaded model (a pipeline's to_disk) must not replace its recorded source with the
+    local folder it was loaded from."""
+    first = encoder.save(tmp_path / "first")
+    recorded = json.loads((first / SETTINGS_FILE).read_text())["source"]
+    assert recorded == encoder.source  # a model saved for the first time records where it came from
+    again = Encoder(first, device="cpu")
+    assert again.source == str(first)  # logs and errors still name the folder it was read from
+    second = again.save(tmp_path / "second")
+    assert json.loads((second / SETTINGS_FILE).read_text())["source"] == recorded
+
+
 def test_fingerprint_tracks_weights_and_settings(tiny_bert, tmp_path):
     import torch
 
