@@ -54,7 +54,7 @@ from spacy_sapbert.kb import Concept, KnowledgeBase  # noqa: E402
 from spacy_sapbert.reranker_inputs import MentionContext  # noqa: E402
 from spacy_sapbert.training.evaluation import biosyn  # noqa: E402
 from spacy_sapbert.training.evaluation.baselines import ScispacyCandidates  # noqa: E402
-from spacy_sapbert.training.rerank.data import RerankData, _group, read_split  # noqa: E402
+from spacy_sapbert.training.rerank.data import RerankData, group_by_concept, read_split  # noqa: E402
 
 logger = logging.getLogger("benchmark")
 K = 5
@@ -83,8 +83,8 @@ def concept_accuracy(queries: Sequence[biosyn.BiosynQuery], ranked: Sequence[Seq
     rows = np.full((len(ranked), k), -1, dtype=np.int64)
     for i, row in enumerate(ranked):
         rows[i, :len(row[:k])] = [where[c] for c in row[:k]]
-    right = biosyn._right(rows, gold, [biosyn.dictionary_ids(c) for c in ids])
-    return biosyn._rates(biosyn._query_ranks(right, parts), "acc", range(1, k + 1))
+    right = biosyn.right_candidates(rows, gold, [biosyn.dictionary_ids(c) for c in ids])
+    return biosyn.rates(biosyn.query_ranks(right, parts), "acc", range(1, k + 1))
 
 
 def fitted(index: CharNgramIndex) -> Any:
@@ -104,10 +104,10 @@ def reranked_pass(reranker: Any, encoder: Any, data: RerankData, unit_names: np.
     (:meth:`~spacy_sapbert.context_rerank.ContextReranking.apply`, adaptive with ``max_gap``):
     (CUIs best first per item, items re-ranked). Fills ``item.candidates`` as data.build does."""
     k = int(reranker.settings.k)
-    vectors = biosyn._unit(encoder.encode([item.mention for item in data.items], normalize=False))
+    vectors = biosyn.unit_rows(encoder.encode([item.mention for item in data.items], normalize=False))
     best = biosyn.top_candidates(vectors, unit_names, max(FIRST_STAGE_NAMES, 8 * k))
     for i, item in enumerate(data.items):
-        item.candidates = _group(best[i], unit_names[best[i]] @ vectors[i], names, cuis, k)
+        item.candidates = group_by_concept(best[i], unit_names[best[i]] @ vectors[i], names, cuis, k)
     stage = ContextReranking(reranker, lambda cui: data.canonical.get(cui, ""), max_gap)
     ranked = stage.apply([MentionContext(*data.context(item)) for item in data.items],
                          [[(cui, score, name) for cui, name, score in item.candidates] for item in data.items])
@@ -156,7 +156,7 @@ def run(args: argparse.Namespace, command: str) -> Dict[str, Any]:
     logger.info("%d queries, %d sub-mentions; %d dictionary names", len(queries), len(flat), len(names))
     indexing: Dict[str, float] = {}
     raw_names, indexing["encode_names_s"] = timed(encoder.encode, names, show_progress=True, normalize=False)
-    unit_names, indexing["unit_name_vectors_s"] = timed(biosyn._unit, raw_names)
+    unit_names, indexing["unit_name_vectors_s"] = timed(biosyn.unit_rows, raw_names)
     sparse, indexing["char_ngrams_fit_s"] = timed(CharNgramIndex.fit, list(dict.fromkeys(names)), scheme)
     systems: List[Dict[str, Any]] = []
     baseline, concepts = ScispacyCandidates(), list(by_cui)  # KB IDs c<n>: some CUIs are none ("D008661| D008661")
@@ -174,7 +174,7 @@ def run(args: argparse.Namespace, command: str) -> Dict[str, Any]:
 
     def dense() -> np.ndarray:
         raw = encoder.encode(flat, normalize=False)
-        biosyn.top_candidates(biosyn._unit(raw), unit_names, K)
+        biosyn.top_candidates(biosyn.unit_rows(raw), unit_names, K)
         return raw
 
     def hybrid() -> Dict[str, Any]:

@@ -154,16 +154,12 @@ class Linker:
         has give ``[]``. A mention with no letters or digits (empty, whitespace,
         punctuation, control characters) normalises to "" and gets ``[]`` without being encoded.
         """
-        keys = self._keys(mentions, types)
-        found = self._candidates(keys)
-        return [self.select([(cid, score) for cid, score, _ in found[key]]) if key[0] else [] for key in keys]
+        return [self.select(found) for found in self.candidates(mentions, types)]
 
     def candidates(self, mentions: Sequence[str],
                    types: Optional[Sequence[Optional[Collection[str]]]] = None) -> List[Candidates]:
         """Every concept among the top-``k`` names (of ``types``), best first, ignoring threshold and cut-off."""
-        keys = self._keys(mentions, types)
-        found = self._candidates(keys)
-        return [[(cid, score) for cid, score, _ in found[key]] if key[0] else [] for key in keys]
+        return [[(cid, score) for cid, score, _ in found] for found in self.named_candidates(mentions, types)]
 
     def named_candidates(self, mentions: Sequence[str],
                          types: Optional[Sequence[Optional[Collection[str]]]] = None) -> List[List[Tuple[str, float, str]]]:

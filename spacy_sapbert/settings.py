@@ -73,6 +73,11 @@ def _is_dtype(value: Any) -> bool:
     return True
 
 
+def _is_gap(value: Any) -> bool:
+    # a difference of two cosines: at most 2
+    return value is None or (isinstance(value, numbers.Real) and not isinstance(value, bool) and 0 <= value <= 2)
+
+
 def _is_threshold(value: Any) -> bool:
     # Scores are cosine similarities of unit vectors, so a threshold outside [-1, 1] keeps
     # everything or nothing: almost certainly a typo (1.5 for 0.15, a percentage).
@@ -148,12 +153,10 @@ class LinkerSettings:
                                      lambda v: v is None or _is_text(v))
     rerank_max_gap: Optional[float] = _setting(
         None, "null (re-rank every span with two or more candidates) or a number from 0 to 2 (re-rank a span only "
-              "when its best two first-stage cosines are closer than this)",
-        lambda v: v is None or (isinstance(v, numbers.Real) and not isinstance(v, bool) and 0 <= v <= 2), live=True)
+              "when its best two first-stage cosines are closer than this)", _is_gap, live=True)
     rescore_gap: Optional[float] = _setting(
         None, "null (scores as the index gives them) or a number from 0 to 2 (in a compressed index, the names of "
-              "candidates scoring within this much of a span's best are encoded and scored exactly)",
-        lambda v: v is None or (isinstance(v, numbers.Real) and not isinstance(v, bool) and 0 <= v <= 2), live=True)
+              "candidates scoring within this much of a span's best are encoded and scored exactly)", _is_gap, live=True)
     label_to_types: Optional[Dict[str, List[str]]] = _setting(
         DEFAULT_LABEL_TO_TYPES, "null (no type filtering) or a mapping of span label → non-empty list of KB types "
                                 "(e.g. {\"DISEASE\": [\"Disease\"]})", _is_label_to_types, live=True)

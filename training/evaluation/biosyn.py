@@ -138,7 +138,7 @@ def is_right(candidate_cui: str, gold: Any) -> bool:
     return bool(dictionary_ids(candidate_cui) & set(gold))
 
 
-def _right(rows: np.ndarray, gold: Sequence[set], cui_sets: Sequence[frozenset]) -> np.ndarray:
+def right_candidates(rows: np.ndarray, gold: Sequence[set], cui_sets: Sequence[frozenset]) -> np.ndarray:
     """Whether each candidate (row number; -1: none) of each sub-mention is right."""
     right = np.zeros(rows.shape, dtype=bool)
     for i, (candidates, wanted) in enumerate(zip(rows.tolist(), gold)):
@@ -146,13 +146,14 @@ def _right(rows: np.ndarray, gold: Sequence[set], cui_sets: Sequence[frozenset])
     return right
 
 
-def _query_ranks(right: np.ndarray, parts: Sequence[Sequence[str]]) -> np.ndarray:
+def query_ranks(right: np.ndarray, parts: Sequence[Sequence[str]]) -> np.ndarray:
     """Per query, the rank at which its last sub-mention finds its first right candidate."""
     first = np.where(right.any(axis=1), right.argmax(axis=1), _NOT_FOUND)
     return np.maximum.reduceat(first, np.cumsum([0] + [len(p) for p in parts[:-1]]))
 
 
-def _rates(ranks: np.ndarray, prefix: str, at: Sequence[int]) -> Dict[str, float]:
+def rates(ranks: np.ndarray, prefix: str, at: Sequence[int]) -> Dict[str, float]:
+    """``{prefix@i: % of queries whose rank is below i}`` for each ``i`` in ``at``."""
     return {f"{prefix}@{i}": round(100.0 * float(np.mean(ranks < i)), 2) for i in at}
 
 
@@ -187,23 +188,24 @@ def score_vectors(queries: Sequence[BiosynQuery], names: Sequence[str], cuis: Se
         raise InputError("vectors, sub-mentions, names and CUIs do not match in number")
     gold = [gold_ids(q.cui) for q, p in zip(queries, parts) for _ in p]
     cui_sets = [dictionary_ids(cui) for cui in cuis]
-    unit_names, unit_queries = _unit(raw_names), _unit(raw_queries)
+    unit_names, unit_queries = unit_rows(raw_names), unit_rows(raw_queries)
     results: Dict[str, Any] = {}
     for scoring in scorings:
         cosine = scoring == "cosine"
         depth = max(k, *RECALL_AT) if cosine else k
         best = top_candidates(unit_queries if cosine else raw_queries, unit_names if cosine else raw_names, depth)
-        ranks = _query_ranks(_right(best, gold, cui_sets), parts)
-        results[scoring] = _rates(ranks, "acc", range(1, k + 1))
+        ranks = query_ranks(right_candidates(best, gold, cui_sets), parts)
+        results[scoring] = rates(ranks, "acc", range(1, k + 1))
         if cosine:
-            results["cosine_recall"] = _rates(ranks, "recall", RECALL_AT)
+            results["cosine_recall"] = rates(ranks, "recall", RECALL_AT)
     if sparse_weights:
         results["hybrid"] = _hybrid(flat, parts, gold, cui_sets, names, unit_queries, unit_names, k,
                                     sparse_weights, sparse_schemes or (CharNgramSettings(),), candidates)
     return results
 
 
-def _unit(vectors: np.ndarray) -> np.ndarray:
+def unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """Each row scaled to length 1 (a zero row stays zero)."""
     return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
 
 
@@ -226,12 +228,12 @@ def _hybrid(flat: List[str], parts: Sequence[Sequence[str]], gold: Sequence[set]
             sparse_rows[i, :len(rows)] = rows
         union, dense = _unions(unit_queries, unit_names, sparse_rows, candidates)
         sparse = index.score_pairs(flat, np.where(union >= 0, distinct_of_row[np.maximum(union, 0)], -1))
-        right = _right(union, gold, cui_sets)
+        right = right_candidates(union, gold, cui_sets)
         for weight in weights:
             order = np.argsort(-(dense + np.float32(weight) * sparse), axis=1, kind="stable")
-            ranks = _query_ranks(np.take_along_axis(right, order, axis=1), parts)
+            ranks = query_ranks(np.take_along_axis(right, order, axis=1), parts)
             entries.append({"sparse": scheme.label(), "sparse_weight": float(weight), "candidates": candidates,
-                            **_rates(ranks, "acc", range(1, k + 1)), **_rates(ranks, "recall", RECALL_AT),
+                            **rates(ranks, "acc", range(1, k + 1)), **rates(ranks, "recall", RECALL_AT),
                             "recall@union": round(100.0 * float(np.mean(ranks < _NOT_FOUND)), 2)})
             logger.info("hybrid %s w=%g: acc@1 %.2f", scheme.label(), weight, entries[-1]["acc@1"])
     return entries

@@ -28,6 +28,7 @@ from spacy_sapbert.errors import InputError
 from spacy_sapbert.generative.seq2seq import CONTEXT_CHARS, Mention
 from spacy_sapbert.kb import KnowledgeBase
 
+from .biosyn import unit_rows
 from .dense import DenseLinker
 from .queries import Query
 from .systems import LinkingSystem, Ranked, RankedParts
@@ -168,13 +169,13 @@ class _SecondStage(_InContext):
         if not found:
             return []
         encoder = self.dense.encoder
-        query = _unit(encoder.encode([part]))[0]
+        query = unit_rows(encoder.encode([part]))[0]
         out = []
         for cid, score in found:
             names = self._names.get(cid)
             if names is None:
                 names = self._names[cid] = KnowledgeBase.normalized_names(self._dictionary[cid]) or [cid]
-            best = int(np.argmax(_unit(encoder.encode(names)) @ query))
+            best = int(np.argmax(unit_rows(encoder.encode(names)) @ query))
             out.append((cid, score, names[best]))
         return out
 
@@ -234,11 +235,6 @@ class DenseReranked(_SecondStage):
         return dict(super().describe(), dense=self.dense.describe(), model=self.model_path, k=self.k,
                     temperature=self.reranker.settings.temperature, margin=self.reranker.settings.margin,
                     first_stage_weight=self.reranker.settings.first_stage_weight)
-
-
-def _unit(vectors: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.where(norms == 0, 1.0, norms)
 
 
 __all__ = ["DEFAULT_GENERATIVE_WEIGHT", "DenseRescored", "DenseReranked", "GenerativeSystem",

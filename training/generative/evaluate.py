@@ -21,7 +21,8 @@ from tqdm import tqdm
 
 from spacy_sapbert.generative.seq2seq import GenerativeModel, Mention
 
-from ..rerank.data import RerankData, is_right
+from ..evaluation.biosyn import is_right
+from ..rerank.data import RerankData
 
 NOT_FOUND = 10_000
 

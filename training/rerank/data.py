@@ -31,13 +31,15 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Sequence, Tuple, Union
+from typing import Any, Dict, List, Sequence, Tuple, Union
 
 import numpy as np
 
 from spacy_sapbert.atomic import atomic_write_text
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.jsonfile import read_json_object
+
+from ..evaluation.biosyn import is_right
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -65,14 +67,6 @@ class Item:
 
 def ids_of(cui: str) -> List[str]:
     return [part.strip() for part in cui.replace("+", "|").split("|") if part.strip()]
-
-
-def is_right(cui: str, gold: Iterable[str]) -> bool:
-    """SapBERT's rule (:func:`~spacy_sapbert.training.evaluation.biosyn.is_right`, the harness's one
-    implementation): a candidate is right when its ``|``-split IDs meet the gold IDs."""
-    from ..evaluation.biosyn import is_right as sapbert_is_right
-
-    return sapbert_is_right(cui, gold)
 
 
 def read_split(folder: PathLike, first_query: int = 0) -> Tuple[Dict[str, str], List[Item]]:
@@ -115,8 +109,8 @@ def read_split(folder: PathLike, first_query: int = 0) -> Tuple[Dict[str, str], 
     return docs, items
 
 
-def _group(rows: Sequence[int], scores: Sequence[float], names: Sequence[str], cuis: Sequence[str],
-           limit: int) -> List[Candidate]:
+def group_by_concept(rows: Sequence[int], scores: Sequence[float], names: Sequence[str], cuis: Sequence[str],
+                     limit: int) -> List[Candidate]:
     """Best name per concept, in score order, at most ``limit`` concepts."""
     out: Dict[str, Candidate] = {}
     for row, score in zip(rows, scores):
@@ -152,11 +146,11 @@ def build(folders: Sequence[PathLike], dictionary: PathLike, encoder: Any, store
     by_mention = {m: i for i, m in enumerate(mentions)}
     for item in items:
         i = by_mention[item.mention]
-        item.candidates = _group(best[i], vectors[i] @ name_vectors[best[i]].T, names, cuis, store_k)
+        item.candidates = group_by_concept(best[i], vectors[i] @ name_vectors[best[i]].T, names, cuis, store_k)
         rows = sorted({r for one in item.gold for r in rows_of_id.get(one, [])})
         scores = name_vectors[rows] @ vectors[i] if rows else np.zeros(0)
         order = np.argsort(-scores, kind="stable")
-        item.gold_candidates = _group([rows[j] for j in order], scores[order], names, cuis, 3)
+        item.gold_candidates = group_by_concept([rows[j] for j in order], scores[order], names, cuis, 3)
     canonical: Dict[str, str] = {}
     for cui, name in zip(cuis, names):
         canonical.setdefault(cui, name)
