@@ -47,6 +47,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from spacy_sapbert import biosyn_format  # noqa: E402
 from spacy_sapbert.char_ngrams import CharNgramIndex, CharNgramSettings  # noqa: E402
 from spacy_sapbert.context_rerank import ContextReranking  # noqa: E402
 from spacy_sapbert.errors import InputError, exit_on_input_error  # noqa: E402
@@ -73,17 +74,17 @@ def timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Tuple[Any, float
     return out, time.perf_counter() - start
 
 
-def concept_accuracy(queries: Sequence[biosyn.BiosynQuery], ranked: Sequence[Sequence[str]], k: int = K
+def concept_accuracy(queries: Sequence[biosyn_format.BiosynQuery], ranked: Sequence[Sequence[str]], k: int = K
                      ) -> Dict[str, float]:
     """Acc@1..k of dictionary CUIs ranked per sub-mention (in ``sub_mentions`` order), by score_vectors' rules."""
-    parts = biosyn.sub_mentions(queries)
-    gold = [biosyn.gold_ids(q.cui) for q, p in zip(queries, parts) for _ in p]
+    parts = biosyn_format.sub_mentions(queries)
+    gold = [biosyn_format.gold_ids(q.cui) for q, p in zip(queries, parts) for _ in p]
     ids = list(dict.fromkeys(c for row in ranked for c in row))
     where = {c: i for i, c in enumerate(ids)}
     rows = np.full((len(ranked), k), -1, dtype=np.int64)
     for i, row in enumerate(ranked):
         rows[i, :len(row[:k])] = [where[c] for c in row[:k]]
-    right = biosyn.right_candidates(rows, gold, [biosyn.dictionary_ids(c) for c in ids])
+    right = biosyn.right_candidates(rows, gold, [biosyn_format.dictionary_ids(c) for c in ids])
     return biosyn.rates(biosyn.query_ranks(right, parts), "acc", range(1, k + 1))
 
 
@@ -132,9 +133,9 @@ def run(args: argparse.Namespace, command: str) -> Dict[str, Any]:
         raise InputError("re-ranker folder not found (--reranker)", args.reranker)
     if args.threads:
         torch.set_num_threads(args.threads)
-    queries = biosyn.read_queries(args.queries)[: args.limit or None]
-    flat = [p for parts in biosyn.sub_mentions(queries) for p in parts]
-    names, cuis = biosyn.read_dictionary(args.dictionary)
+    queries = biosyn_format.read_queries(args.queries)[: args.limit or None]
+    flat = [p for parts in biosyn_format.sub_mentions(queries) for p in parts]
+    names, cuis = biosyn_format.read_dictionary(args.dictionary)
     by_cui: Dict[str, List[str]] = {}
     for cui, name in zip(cuis, names):
         by_cui.setdefault(cui, []).append(name)

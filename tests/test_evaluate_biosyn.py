@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from spacy_sapbert import biosyn_format
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.training.evaluation import biosyn
 
@@ -38,10 +39,10 @@ def write_data(tmp_path):
 
 def test_scoring_as_sapbert_does(tmp_path):
     folder, dictionary = write_data(tmp_path)
-    queries = biosyn.read_queries(folder)
+    queries = biosyn_format.read_queries(folder)
     assert [(q.mention, q.cui) for q in queries] == [("heart attack", "D1"), ("renal failure|stroke", "D2|D3"),
                                                      ("kidney failure", "D2+D9")]
-    names, cuis = biosyn.read_dictionary(dictionary)
+    names, cuis = biosyn_format.read_dictionary(dictionary)
     assert cuis == ["D1", "D9|D2", "D4", "D3"]
     result = biosyn.score(HandMadeEncoder(), queries, names, cuis, k=2)
     # cosine: every sub-mention's nearest name is right (composite: both parts; "D9|D2" meets "D2+D9")
@@ -50,6 +51,33 @@ def test_scoring_as_sapbert_does(tmp_path):
     # except "stroke" (negative x) whose best is itself
     assert result["dot"] == {"acc@1": 0.0, "acc@2": 100.0}
     assert result["cosine_recall"] == {"recall@1": 100.0, "recall@5": 100.0, "recall@10": 100.0, "recall@20": 100.0}
+    assert result["exact_name_ceiling"] == {"queries": 0, "acc@1": 100.0}
+
+
+def test_query_fields_and_id_rules(tmp_path):
+    folder, _ = write_data(tmp_path)
+    composite = biosyn_format.read_queries(folder)[1]
+    assert (composite.document, composite.start, composite.end) == ("1", 20, 33)
+    assert composite.where.endswith("1.concept:2")
+    assert biosyn_format.split_mention("a b |c+ d") == ["a b", "c", "d"]
+    assert biosyn_format.id_list("D2+D9| D7") == ["D2", "D9", "D7"]
+    assert biosyn_format.gold_ids("D2+D9") == {"D2", "D9"}
+    # a dictionary entry splits on "|" only: a "+" composite entry is right only for that same composite
+    assert biosyn_format.dictionary_ids("D2+D9|D7") == {"D2+D9", "D7"}
+    assert biosyn_format.is_right("D9|D2", {"D2"}) and not biosyn_format.is_right("D2+D9", {"D2", "D9"})
+    (folder / "3.concept").write_text("3||12-20||Disease||x||D1\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"3.concept:1: field 'span': span '12-20' is not start\|end"):
+        biosyn_format.read_queries(folder)
+
+
+def test_exact_name_ceiling_counts_queries_a_verbatim_wrong_name_decides():
+    # "dm" is a name of D2 only (gold D1): cosine puts it first whatever the encoder; "ms" is a name of
+    # both concepts (a tie, not a certain loss); a composite is lost when any part is
+    parts = [["dm"], ["ms"], ["heart attack", "dm"], ["myocardial infarction"]]
+    gold = [{"D1"}, {"D1"}, {"D3", "D1"}, {"D3", "D1"}, {"D3"}]  # per sub-mention, as score_vectors makes them
+    names = ["dm", "ms", "ms", "myocardial infarction"]
+    cui_sets = [frozenset({"D2"}), frozenset({"D2"}), frozenset({"D1"}), frozenset({"D3"})]
+    assert biosyn.exact_name_ceiling(parts, gold, names, cui_sets) == {"queries": 2, "acc@1": 50.0}
 
 
 def test_bad_lines_name_file_and_line(tmp_path):
@@ -57,12 +85,12 @@ def test_bad_lines_name_file_and_line(tmp_path):
     folder.mkdir()
     (folder / "1.concept").write_text("1||0|3||Disease||abc||D1\n1||only three||D2\n", encoding="utf-8")
     with pytest.raises(InputError, match=r"1.concept:2: expected 5 '\|\|'-separated fields"):
-        biosyn.read_queries(folder)
+        biosyn_format.read_queries(folder)
     with pytest.raises(InputError, match="no \\*.concept files"):
-        biosyn.read_queries(tmp_path / "q" / "..")
+        biosyn_format.read_queries(tmp_path / "q" / "..")
     (tmp_path / "d.txt").write_text("D1||a\nno separator\n", encoding="utf-8")
     with pytest.raises(InputError, match=r"d.txt:2: expected 'CUI\|\|name'"):
-        biosyn.read_dictionary(tmp_path / "d.txt")
+        biosyn_format.read_dictionary(tmp_path / "d.txt")
 
 
 def test_command_prints_both_scorings(tmp_path, tiny_bert):
@@ -78,9 +106,9 @@ def test_command_prints_both_scorings(tmp_path, tiny_bert):
     assert record["n_queries"] == 3 and record["names"] == 4
     from spacy_sapbert.encoder import Encoder
 
-    direct = biosyn.score(Encoder(str(tiny_bert), dtype="float32"), biosyn.read_queries(folder),
-                          *biosyn.read_dictionary(dictionary), k=2)
-    assert set(direct) == {"cosine", "dot", "cosine_recall"} and "hybrid" not in record
+    direct = biosyn.score(Encoder(str(tiny_bert), dtype="float32"), biosyn_format.read_queries(folder),
+                          *biosyn_format.read_dictionary(dictionary), k=2)
+    assert set(direct) == {"cosine", "dot", "cosine_recall", "exact_name_ceiling"} and "hybrid" not in record
     assert {key: record[key] for key in direct} == direct  # the command reports what score() computes
 
 
@@ -98,8 +126,8 @@ class TypoEncoder:
 
 
 def typo_case():
-    queries = [biosyn.BiosynQuery("myocardail infarction", "D1", "q:1"),
-               biosyn.BiosynQuery("kidney failure", "D2", "q:2")]
+    queries = [biosyn_format.BiosynQuery("myocardail infarction", "D1", "q:1"),
+               biosyn_format.BiosynQuery("kidney failure", "D2", "q:2")]
     names = ["myocardial infarction", "myocarditis", "cardiomyopathy", "renal failure"]
     return queries, names, ["D1", "D5", "D6", "D2"]
 
@@ -123,10 +151,10 @@ def test_hybrid_with_weight_zero_equals_dense():
     words = ["heart", "renal", "kidney", "failure", "cancer", "breast", "acid", "tumor", "syndrome", "attack"]
     names = list(dict.fromkeys(" ".join(rng.choice(words, size=rng.integers(1, 4))) for _ in range(400)))
     cuis = [f"D{rng.integers(0, 40)}" for _ in names]
-    queries = [biosyn.BiosynQuery(" ".join(rng.choice(words, size=2)) + ("|" + str(rng.choice(words)) if i % 7 == 0
+    queries = [biosyn_format.BiosynQuery(" ".join(rng.choice(words, size=2)) + ("|" + str(rng.choice(words)) if i % 7 == 0
                                                                           else ""), f"D{rng.integers(0, 40)}", "")
                for i in range(300)]
-    flat = [p for parts in biosyn.sub_mentions(queries) for p in parts]
+    flat = [p for parts in biosyn_format.sub_mentions(queries) for p in parts]
     raw_names = rng.normal(size=(len(names), 16)).astype(np.float32)
     raw_queries = rng.normal(size=(len(flat), 16)).astype(np.float32)
     schemes = [biosyn.CharNgramSettings(), biosyn.CharNgramSettings("char_wb", (3, 3))]
@@ -163,8 +191,8 @@ def test_command_hybrid_and_tuning(tmp_path, tiny_bert):
     assert result.exit_code == 0, result.output
     record = json.loads(result.output[result.output.index('{"queries"'):].splitlines()[0])
     assert [(e["sparse"], e["sparse_weight"]) for e in record["hybrid"]] == [("char_wb:3-3", w) for w in (0, 0.5, 1)]
-    direct = biosyn.score(Encoder(str(tiny_bert), dtype="float32"), biosyn.read_queries(folder),
-                          *biosyn.read_dictionary(dictionary), scorings=["cosine"], k=2, sparse_weights=[0, 0.5, 1],
+    direct = biosyn.score(Encoder(str(tiny_bert), dtype="float32"), biosyn_format.read_queries(folder),
+                          *biosyn_format.read_dictionary(dictionary), scorings=["cosine"], k=2, sparse_weights=[0, 0.5, 1],
                           sparse_schemes=[biosyn.CharNgramSettings("char_wb", (3, 3))], candidates=3)
     assert record["hybrid"] == direct["hybrid"]
 

@@ -78,6 +78,17 @@ def test_offsets_index_title_space_abstract(tmp_path):
         ("breast cancer", ["D001"], ["D001", "D002"]), ("ovarian cancer", ["D002"], ["D001", "D002"])]
 
 
+def test_a_span_outside_its_abstract_names_the_query_line(tmp_path):
+    root = write_biosyn(tmp_path / "toy")
+    concept = root / "processed_train" / "1.concept"
+    concept.write_text(concept.read_text(encoding="utf-8") + "1||5000|5010||Disease||x||D001\n", encoding="utf-8")
+    with pytest.raises(InputError, match=rf"1.concept:{len(QUERIES) + 1}: field 'span': span 5000-5010 outside"):
+        read_split(root / "processed_train")
+    (root / "train" / "1.txt").unlink()
+    with pytest.raises(InputError, match="no abstract 1.txt"):
+        read_split(root / "processed_train")
+
+
 def test_data_building_finds_the_gold_and_inserts_it_when_missing(data_file):
     data = RerankData.read(data_file)
     assert data.header["first_stage"]["fingerprint"] and data.header["store_k"] == 8

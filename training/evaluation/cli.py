@@ -116,9 +116,10 @@ def biosyn_command(
     tune_dictionary: Optional[Path] = typer.Option(None, "--tune-dictionary", help="The dictionary of --tune-on."),
 ) -> None:
     """Acc@k on BioSyn-format data, scored exactly as SapBERT's evaluation/utils.py scores it."""
+    from spacy_sapbert.biosyn_format import read_dictionary, read_queries
     from spacy_sapbert.encoder import Encoder
 
-    from .biosyn import best_hybrid, read_dictionary, read_queries, score
+    from .biosyn import best_hybrid, score
 
     with exit_on_input_error():
         weights, schemes = _hybrid_options(sparse_weight, sparse_scheme, tune_on, tune_dictionary)

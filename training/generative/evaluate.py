@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from spacy_sapbert.generative.seq2seq import GenerativeModel, Mention
 
-from ..evaluation.biosyn import is_right
+from spacy_sapbert.biosyn_format import is_right, read_dictionary
 from ..rerank.data import RerankData
 
 NOT_FOUND = 10_000
@@ -76,8 +76,7 @@ def evaluate(model: GenerativeModel, data: RerankData, dictionary: Sequence[Tupl
 
 
 def read_dictionary_pairs(path: Any) -> List[Tuple[str, str]]:
-    from ..evaluation.biosyn import read_dictionary
-
+    """``(CUI, name)`` pairs of a BioSyn dictionary file, in file order."""
     names, cuis = read_dictionary(path)
     return list(zip(cuis, names))
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Sequence, Tuple, Union
 
 from spacy_sapbert.atomic import atomic_open
+from spacy_sapbert.biosyn_format import id_list
 from spacy_sapbert.concept import Concept
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.generative.seq2seq import CONTEXT_CHARS
@@ -92,8 +93,8 @@ def synonyms_aware(mentions: Iterable[Tuple[str, str, str, List[str], str]], dic
     concept in ``dictionary`` (``(CUI, name)`` pairs; a CUI may join several IDs with ``|``)."""
     by_id: Dict[str, List[Tuple[str, str]]] = {}
     for cui, name in dictionary:
-        for one in cui.replace("+", "|").split("|"):
-            by_id.setdefault(one.strip(), []).append((cui, name))
+        for one in id_list(cui):
+            by_id.setdefault(one, []).append((cui, name))
     chooser = SynonymChooser([name for _, name in dictionary])
     samples, stats = [], {"mentions": 0, "samples": 0, "not_in_dictionary": 0}
     for left, mention, right, gold, where in mentions:

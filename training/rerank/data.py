@@ -36,10 +36,10 @@ from typing import Any, Dict, List, Sequence, Tuple, Union
 import numpy as np
 
 from spacy_sapbert.atomic import atomic_write_text
+from spacy_sapbert.biosyn_format import id_list, is_right, read_dictionary, read_queries, split_mention
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.jsonfile import read_json_object
 
-from ..evaluation.biosyn import is_right
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -65,47 +65,32 @@ class Item:
     source: str
 
 
-def ids_of(cui: str) -> List[str]:
-    return [part.strip() for part in cui.replace("+", "|").split("|") if part.strip()]
-
-
 def read_split(folder: PathLike, first_query: int = 0) -> Tuple[Dict[str, str], List[Item]]:
     """(documents, items without candidates) of one ``processed_<split>`` folder."""
     folder = Path(folder)
-    files = sorted(folder.glob("*.concept"))
-    if not files:
-        raise InputError("no *.concept files: not a BioSyn processed_<split> folder", folder)
     texts = folder.parent / folder.name.replace("processed_", "", 1)
     dataset = folder.parent.name
     docs: Dict[str, str] = {}
     items: List[Item] = []
-    query = first_query
-    for file in files:
-        raw_path = texts / f"{file.stem}.txt"
-        if not raw_path.is_file():
-            raise InputError(f"no abstract {raw_path.name} for the context", raw_path)
-        title, _, abstract = raw_path.read_text(encoding="utf-8").partition("\n\n")
-        text = f"{title} {abstract.rstrip()}" if abstract else title.rstrip()
-        key = f"{dataset}/{file.stem}"
-        docs[key] = text
-        for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), 1):
-            if not line.strip():
-                continue
-            fields = line.split("||")
-            try:
-                start, end = (int(x) for x in fields[1].split("|"))
-                mention, cui = fields[3].strip(), fields[4].strip()
-            except (IndexError, ValueError) as err:
-                raise InputError(f"expected PMID||start|end||type||mention||CUI ({err})", file, number) from err
-            if not 0 <= start <= end <= len(text):
-                raise InputError(f"span {start}-{end} outside the abstract ({len(text)} characters)", file, number)
-            parts = [p.strip() for p in mention.replace("+", "|").split("|")]
-            query_gold = ids_of(cui)
-            aligned = len(parts) > 1 and len(parts) == len(query_gold)
-            for i, part in enumerate(parts):
-                items.append(Item(query, key, start, end, part, [query_gold[i]] if aligned else list(query_gold),
-                                  list(query_gold), [], [], f"{file}:{number}"))
-            query += 1
+    for query, q in enumerate(read_queries(folder), first_query):
+        key = f"{dataset}/{q.document}"
+        if key not in docs:
+            raw_path = texts / f"{q.document}.txt"
+            if not raw_path.is_file():
+                raise InputError(f"no abstract {raw_path.name} for the context", raw_path)
+            title, _, abstract = raw_path.read_text(encoding="utf-8").partition("\n\n")
+            docs[key] = f"{title} {abstract.rstrip()}" if abstract else title.rstrip()
+        text = docs[key]
+        if not 0 <= q.start <= q.end <= len(text):
+            file, _, number = q.where.rpartition(":")
+            raise InputError(f"span {q.start}-{q.end} outside the abstract ({len(text)} characters)", file,
+                             int(number), "span")
+        parts = split_mention(q.mention)
+        query_gold = id_list(q.cui)
+        aligned = len(parts) > 1 and len(parts) == len(query_gold)
+        for i, part in enumerate(parts):
+            items.append(Item(query, key, q.start, q.end, part, [query_gold[i]] if aligned else list(query_gold),
+                              list(query_gold), [], [], q.where))
     return docs, items
 
 
@@ -125,7 +110,7 @@ def build(folders: Sequence[PathLike], dictionary: PathLike, encoder: Any, store
           names_per_concept: int = 8) -> Dict[str, Any]:
     """The data of ``folders`` (BioSyn ``processed_<split>`` folders) against ``dictionary`` with the
     first stage ``encoder`` (an :class:`~spacy_sapbert.encoder.Encoder`)."""
-    from ..evaluation.biosyn import read_dictionary, top_candidates
+    from ..evaluation.biosyn import top_candidates
 
     docs: Dict[str, str] = {}
     items: List[Item] = []
@@ -141,7 +126,7 @@ def build(folders: Sequence[PathLike], dictionary: PathLike, encoder: Any, store
     best = top_candidates(vectors, name_vectors, min(len(names), store_k * names_per_concept))
     rows_of_id: Dict[str, List[int]] = {}
     for row, cui in enumerate(cuis):
-        for one in ids_of(cui):
+        for one in id_list(cui):
             rows_of_id.setdefault(one, []).append(row)
     by_mention = {m: i for i, m in enumerate(mentions)}
     for item in items:
