@@ -13,6 +13,9 @@ each of them.
 splits a predicted label, so a ``+`` entry (``D009468+D030342``) is one ID, right only for that
 same composite (:func:`dictionary_ids`). A candidate is right when the two meet (:func:`is_right`).
 A query's mention splits the same way into sub-mentions, each searched alone (:func:`split_mention`).
+Scoring compares these ID strings as written, as SapBERT does; building a knowledge base from a
+dictionary (:mod:`spacy_sapbert.sources.biosyn`, the same line grammar) turns them into the
+project's ID grammar instead (``OMIM:613097``).
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import Any, List, Sequence, Tuple, Union
 
 from .errors import InputError
+from .sources.biosyn import split_line
 
 PathLike = Union[str, Path]
 
@@ -63,7 +67,7 @@ def read_queries(folder: PathLike) -> List[BiosynQuery]:
 
 
 def read_dictionary(path: PathLike) -> Tuple[List[str], List[str]]:
-    """(names, CUIs) of a BioSyn dictionary file, one ``CUI||name`` a line, in file order."""
+    """(names, CUIs) of a BioSyn dictionary file, one ``CUI||name`` a line, in file order, as written."""
     path = Path(path)
     if not path.is_file():
         raise InputError("dictionary file not found", path)
@@ -71,9 +75,7 @@ def read_dictionary(path: PathLike) -> Tuple[List[str], List[str]]:
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
-        cui, sep, name = line.partition("||")
-        if not sep:
-            raise InputError("expected 'CUI||name'", path, number)
+        cui, name = split_line(line, path, number)
         names.append(name.strip())
         cuis.append(cui.strip())
     return names, cuis

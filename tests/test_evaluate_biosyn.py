@@ -89,7 +89,7 @@ def test_bad_lines_name_file_and_line(tmp_path):
     with pytest.raises(InputError, match="no \\*.concept files"):
         biosyn_format.read_queries(tmp_path / "q" / "..")
     (tmp_path / "d.txt").write_text("D1||a\nno separator\n", encoding="utf-8")
-    with pytest.raises(InputError, match=r"d.txt:2: expected 'CUI\|\|name'"):
+    with pytest.raises(InputError, match=r"d.txt:2: expected 'IDs\|\|names'"):
         biosyn_format.read_dictionary(tmp_path / "d.txt")
 
 
