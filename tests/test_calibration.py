@@ -94,16 +94,9 @@ def test_calibrated_pipe_reports_probabilities_thresholds_them_and_saves_them(ti
     assert [links(doc) for doc in nlp.pipe(TEXTS)] != [links(d) for d in loaded.pipe(TEXTS)]
 
 
-def test_sapbert_calibrate_fits_on_gold_spans_and_writes_a_new_pipeline(tiny_bert, tmp_path):
-    """Gold spans (right, unlinkable ``-1``, ID outside the KB) through a saved pipeline: the report's
-    counts follow the corpus, and --output is a pipeline that loads with the calibration and threshold."""
-    from typer.testing import CliRunner
-
-    from spacy_sapbert.cli import app
-    from spacy_sapbert.training.cli import register
-
-    register(app)
-    make_nlp(tiny_bert, write_small_kb(tmp_path), ruler=False).to_disk(tmp_path / "pipeline")
+def write_gold_corpus(folder):
+    """A PubTator file of gold spans over the small KB: right ones, an unlinkable ``-1`` and an ID the
+    KB lacks (8 spans, 2 unlinkable)."""
     text = "Plaquenil and HCQ after a heart attack; renal failure, kidney failure and zebra fever."
     mentions = [("Plaquenil", "Chemical", "D006886"), ("HCQ", "Chemical", "D006886"),
                 ("heart attack", "Disease", "D009203"), ("renal failure", "Disease", "D051437"),
@@ -115,8 +108,22 @@ def test_sapbert_calibrate_fits_on_gold_spans_and_writes_a_new_pipeline(tiny_ber
     text2 = "Breast cancer and a made-up syndrome."
     lines += ["", f"2|t|{text2}", "2|a|", f"2\t0\t13\tBreast cancer\tDisease\tD001943",
               f"2\t20\t36\tmade-up syndrome\tDisease\tD999999"]
-    corpus = tmp_path / "gold.PubTator"
+    corpus = folder / "gold.PubTator"
     corpus.write_text("\n".join(lines) + "\n")
+    return corpus
+
+
+def test_sapbert_calibrate_fits_on_gold_spans_and_writes_a_new_pipeline(tiny_bert, tmp_path):
+    """Gold spans (right, unlinkable ``-1``, ID outside the KB) through a saved pipeline: the report's
+    counts follow the corpus, and --output is a pipeline that loads with the calibration and threshold."""
+    from typer.testing import CliRunner
+
+    from spacy_sapbert.cli import app
+    from spacy_sapbert.training.cli import register
+
+    register(app)
+    make_nlp(tiny_bert, write_small_kb(tmp_path), ruler=False).to_disk(tmp_path / "pipeline")
+    corpus = write_gold_corpus(tmp_path)
     result = CliRunner().invoke(app, ["calibrate", str(corpus), "--pipeline", str(tmp_path / "pipeline"),
                                       "--min-precision", "0.5", "--report", str(tmp_path / "r.json"),
                                       "--output", str(tmp_path / "calibrated")])

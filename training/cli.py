@@ -9,11 +9,12 @@ def register(app: typer.Typer) -> None:
     """Add the training, evaluation, NER and packaging commands to the ``sapbert`` app."""
     from .evaluation.cli import register as register_evaluation
     from .generative.cli import register as register_generative
+    from .kb_mentions import register as register_kb_mentions
     from .ner.cli import register as register_ner
     from .package_cli import register as register_package
     from .rerank.cli import register as register_rerank
     from .selfalign.cli import register as register_training
 
     for add in (register_training, register_evaluation, register_ner, register_package, register_rerank,
-                register_generative):
+                register_generative, register_kb_mentions):
         add(app)

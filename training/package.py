@@ -124,7 +124,7 @@ def write_pipeline(nlp: Language, report: Dict[str, Any], output: PathLike, card
     The package is built in a temporary sibling and swapped in whole, so a run killed at any
     moment leaves the earlier package or the new one, never a mix or nothing; ``report`` gains
     the package's sizes, and with ``started`` (a ``time.perf_counter()``) the build's seconds.
-    The component folders named in ``keep`` are copied byte for byte from the package
+    The component folders (or folders inside them) named in ``keep`` are copied byte for byte from the package
     ``keep_from`` instead of being saved again."""
     import shutil
 
@@ -149,6 +149,8 @@ def write_pipeline(nlp: Language, report: Dict[str, Any], output: PathLike, card
     return report
 
 
+KB_DESCRIPTION = "MeSH 2024 chemical and disease descriptors merged with MEDIC by shared IDs"
+"""What the default's KB is, for the model card (``kb_description`` in a build report says otherwise)."""
 NER_PIPES = ("sapbert_ner", "ner")
 """The NER components a default pipeline can start with: the transformer NER, or spaCy's (tok2vec + ner)."""
 NER_CARD = {
@@ -228,7 +230,7 @@ def build_default_pipeline(ner: PathLike, model: PathLike, kb_path: PathLike, ou
 
 
 def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") -> str:
-    pq = report.get("pq_vs_exact", {})
+    pq, cal = report.get("pq_vs_exact", {}), report.get("calibration")
     lines: List[str] = [
         f"# {meta['name']} {meta['version']} — the embedded default pipeline of spacy-sapbert", "",
         "`spacy_sapbert.load()` (or `spacy.load(spacy_sapbert.DEFAULT_PIPELINE)`) gives this pipeline; "
@@ -241,26 +243,42 @@ def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") ->
         "- `abbreviation_entities`: scispaCy's AbbreviationDetector; short forms take their long form's label, and "
         "the linker links the long form.",
         f"- `sapbert_linker`: all-MiniLM-L6-v2 fine-tuned by self-alignment (Multi-Similarity loss, online hard "
-        f"pairs) on BC5CDR/NCBI train mentions and {report['kb']} synonym pairs, mean pooling, weights stored in "
+        f"pairs) on BC5CDR/NCBI train mentions and {report.get('encoder_pairs_kb', report['kb'])} synonym pairs, "
+        "mean pooling, weights stored in "
         f"float16; KB `{report['kb']}` ({report['kb_stats']['concepts']:,} concepts, "
-        f"{report['kb_stats']['names']:,} names: MeSH 2024 chemical and disease descriptors merged with MEDIC by "
-        f"shared IDs); FAISS product-quantised index of {report['index_rows']:,} rows "
-        f"({report['index_params']['pq_m']} bytes per name)" + (
+        f"{report['kb_stats']['names']:,} names: {report.get('kb_description', KB_DESCRIPTION)}); FAISS "
+        f"product-quantised index of {report['index_rows']:,} rows ({report['index_params']['pq_m']} bytes per name)" + (
             f"; the candidates within {report['rescore_gap']:g} of a span's best score are scored exactly by "
-            "encoding their names (`rescore_gap`)" if report.get("rescore_gap") is not None else "") + ".", "",
+            "encoding their names (`rescore_gap`)" if report.get("rescore_gap") is not None else "") + "." + (
+            f" Scores are calibrated probabilities and the threshold is {cal['threshold']} (see Calibration)."
+            if cal else ""), "",
         "## Build", "",
         "```bash\nspacy project run kb && spacy project run ner\n"
-        "spacy project run default-finetune && spacy project run package\n```", "",
+        "spacy project run default-finetune && spacy project run package" + (
+            "\nspacy project run kb-train && spacy project run package-kb" if "kb_swap_seconds" in report else "")
+        + "\n```", "",
         f"Encoding the KB's names took {report['encode_seconds']:.0f} s ({report['names_per_second']:.0f} names/s); "
         f"the whole build {report['seconds']:.0f} s" + (
-            f" (the NER was swapped in later, {report['ner_swap_seconds']:.0f} s)" if "ner_swap_seconds" in report
-            else "") + f". Size on disk: {report['size_mb']} MB "
+            " (later swaps: " + "; ".join(f"the {part}, {report[key]:.0f} s" for part, key in
+                                          (("NER", "ner_swap_seconds"), ("KB", "kb_swap_seconds")) if key in report)
+            + ")" if "ner_swap_seconds" in report or "kb_swap_seconds" in report else "")
+        + f". Size on disk: {report['size_mb']} MB "
         f"({', '.join(f'{k} {v} MB' for k, v in report['components_mb'].items())}).", "",
     ]
     if pq:
         lines += [f"Compression check: on {pq['queries']:,} distinct BC5CDR/NCBI development mentions the PQ index "
                   f"returns the exact index's best concept first for {100 * pq['top1_agreement']:.2f}% and within "
                   f"its top 10 for {100 * pq['exact_top1_in_top10']:.2f}%.", ""]
+    if cal:
+        cv = cal["cross_validated"]
+        lines += ["## Calibration", "",
+                  "`kb_ents` scores are P(right link) from the best candidate's cosine and its margin over the next "
+                  "concept (logistic regression, `sapbert_linker/cfg.json`), fitted as `sapbert calibrate` fits it "
+                  f"({cal['fitted_on']}). Their Acc@1 without a threshold is "
+                  f"{100 * cal['accuracy_without_threshold']:.2f}%. At the threshold, {cal['threshold']}, "
+                  f"{100 * cal['coverage']:.1f}% of those spans are linked at {100 * cal['precision']:.1f}% precision "
+                  f"(2-fold by document: {100 * cv['precision']:.1f}% at {100 * cv['coverage']:.1f}%). "
+                  "`threshold = null` links every span.", ""]
     if extra:
         lines += [extra.strip(), ""]
     lines += ["## Licences", "", LICENCES, ""]

@@ -65,6 +65,45 @@ def package_ner(
     typer.echo(json.dumps(report, indent=1))
 
 
+def package_kb(
+    kb: Path = typer.Option(..., "--kb", help="The new KB of the linker (kbs/mesh-medic-train.jsonl.gz)."),
+    pipeline: Path = typer.Option(Path("spacy_sapbert/data/default"), "--pipeline",
+                                  help="The packaged default whose encoder and NER are kept."),
+    output: Path = typer.Option(..., "--output", "-o", help="Pipeline folder to write (may be --pipeline)."),
+    exact_index: Optional[Path] = typer.Option(None, "--exact-index", help="Also save the exact (flat) index of "
+                                               "the new KB here."),
+    reuse_exact: bool = typer.Option(False, "--reuse-exact-index", help="Load the exact index from --exact-index "
+                                     "when it is one of this encoder and KB instead of encoding the KB again."),
+    calibrate_on: Optional[Path] = typer.Option(None, "--calibrate-on", help="PubTator development file: fit the "
+                                                "score calibration and threshold again on the new KB (as sapbert "
+                                                "calibrate does)."),
+    min_precision: float = typer.Option(0.95, "--min-precision", help="With --calibrate-on: precision of linked "
+                                        "mentions the threshold must reach."),
+    kb_description: Optional[str] = typer.Option(None, "--kb-description", help="What the KB is, for the model "
+                                                 "card."),
+    probe: Optional[List[Path]] = typer.Option(None, "--probe", help="PubTator file(s) whose mentions measure the "
+                                               "compact index against exact search (development sets)."),
+    card: Optional[Path] = typer.Option(None, "--card-extra", help="Markdown appended to the model card."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output even when it is not an earlier "
+                                   "package, with everything in it."),
+) -> None:
+    """Swap the KB (and index) of a packaged default pipeline; its encoder and NER stay byte for byte."""
+    from .corpora import read_pubtator
+    from .package_kb import replace_kb
+
+    with exit_on_input_error():
+        extra = card.read_text(encoding="utf-8") if card else ""
+        mentions = [m.text for path in probe or [] for doc in read_pubtator(path) for m in doc.mentions]
+        if calibrate_on is not None and not 0 < min_precision < 1:
+            raise InputError(f"must be between 0 and 1, got {min_precision}", field="--min-precision")
+        report = replace_kb(pipeline, kb, output, exact_index=exact_index, reuse_exact=reuse_exact,
+                            calibrate_on=calibrate_on, min_precision=min_precision,
+                            kb_description=kb_description, probe_mentions=mentions, card_extra=extra,
+                            overwrite=overwrite)
+    typer.echo(json.dumps(report, indent=1))
+
+
 def register(app: typer.Typer) -> None:
     app.command("package-default")(package_default)
     app.command("package-ner")(package_ner)
+    app.command("package-kb")(package_kb)

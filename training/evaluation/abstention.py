@@ -12,6 +12,7 @@ over the next are the features of :mod:`spacy_sapbert.calibration`.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Sequence, Tuple, Union
@@ -151,6 +152,18 @@ def fit_and_report(spans: Sequence[LinkedSpan], min_precision: float, fitted_on:
                      for label in sorted({s.label for s in spans})},
     }
     return calibration, report
+
+
+def apply_calibration(nlp: Any, calibration: Calibration, threshold: float) -> float:
+    """Give ``nlp``'s linker ``calibration`` and ``threshold`` (rounded up to 4 decimals, so that the
+    precision it was chosen for still holds), both on the pipe and in ``nlp``'s config, which is
+    what ``nlp.to_disk`` saves; the rounded threshold is returned."""
+    rounded = math.ceil(threshold * 1e4) / 1e4
+    pipe = nlp.get_pipe(LINKER)
+    pipe.calibration = calibration
+    pipe.threshold = rounded
+    nlp.get_pipe_config(LINKER)["threshold"] = rounded
+    return rounded
 
 
 def _label_summary(spans: Sequence[LinkedSpan], calibration: Calibration, threshold: float) -> Dict[str, float]:

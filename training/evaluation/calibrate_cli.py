@@ -5,7 +5,6 @@ Registered on the ``sapbert`` app by :func:`spacy_sapbert.training.evaluation.cl
 from __future__ import annotations
 
 import json
-import math
 import logging
 from pathlib import Path
 from typing import Optional
@@ -29,7 +28,7 @@ def calibrate_command(
     links reach --min-precision, and report what it costs in coverage."""
     from spacy_sapbert.pipelines import load_pipeline
 
-    from .abstention import fit_and_report, link_gold_spans
+    from .abstention import apply_calibration, fit_and_report, link_gold_spans
 
     with exit_on_input_error():
         if not 0 < min_precision < 1:
@@ -52,11 +51,8 @@ def calibrate_command(
 
             from spacy_sapbert.default import default_pipeline_path
 
-            names = [name for name, pipe in nlp.pipeline if hasattr(pipe, "calibration")]
             location = default_pipeline_path() if pipeline == "default" else pipeline
-            calibrated = spacy.load(location, config={f"components.{name}.threshold": math.ceil(result["threshold"] * 1e4) / 1e4
-                                                      for name in names})
-            for name in names:
-                calibrated.get_pipe(name).calibration = calibration
+            calibrated = spacy.load(location)
+            apply_calibration(calibrated, calibration, result["threshold"])
             calibrated.to_disk(output)
             logger.info("calibrated pipeline written to %s", output)

@@ -76,31 +76,45 @@ class EvalSet:
 
 
 # -- dictionary ---------------------------------------------------------------------------
-def training_names(train_queries: Iterable[Query]) -> List[Tuple[str, str]]:
-    """(gold ID, normalised name) pairs the training mentions contribute to the dictionary.
+def training_names(train_queries: Iterable[Query]) -> List[Tuple[str, str, str]]:
+    """(gold ID, normalised name, mention type) the training mentions contribute to the dictionary.
 
     Single-ID queries contribute their text; composite ones only when the corpus gave
     the parts in ID order (BC5CDR's 7th column). Parts split by text patterns (NCBI) are
     not reliably in ID order ("pineal and retinal tumours" is D019572|D010871, retinal first), so
     they would teach the dictionary wrong names.
     """
-    pairs: List[Tuple[str, str]] = []
+    found: List[Tuple[str, str, str]] = []
     for query in train_queries:
         if len(query.gold) == 1 and len(query.parts) == 1:
-            pairs.append((query.gold[0], query.parts[0]))
+            found.append((query.gold[0], query.parts[0], query.type))
         elif query.parts_aligned:
-            pairs.extend(zip(query.gold, query.parts))
-    return [(gid, name) for gid, name in pairs if name]
+            found.extend((gid, part, query.type) for gid, part in zip(query.gold, query.parts))
+    return [(gid, name, kind) for gid, name, kind in found if name]
+
+
+def kb_type(mention_type: str) -> str:
+    """The KB type (mesh-medic's ``Chemical`` / ``Disease``) of a corpus mention type: BC5CDR's
+    ``Chemical`` stays, BC5CDR's ``Disease`` and NCBI's four disease classes are ``Disease``."""
+    return "Chemical" if mention_type == "Chemical" else "Disease"
 
 
 def build_dictionary(kb: KnowledgeBase, train_queries: Iterable[Query], name: Optional[str] = None) -> KnowledgeBase:
-    """The KB plus the training mentions as names of their gold concepts (BioSyn's dictionary)."""
-    dictionary = KnowledgeBase(iter(kb), name=name or f"{kb.name}+train")
+    """The KB plus the training mentions as names of their gold concepts (BioSyn's dictionary). A
+    gold ID the KB lacks becomes a concept of its own, typed by its mention (:func:`kb_type`), so
+    that a linker's type filter treats it as the KB's own concepts."""
+    return add_names(kb, training_names(train_queries), name or f"{kb.name}+train")
+
+
+def add_names(kb: KnowledgeBase, names: Iterable[Tuple[str, str, str]], name: str) -> KnowledgeBase:
+    """A copy of ``kb`` named ``name`` with each ``(gold ID, name, mention type)`` of
+    :func:`training_names` added as a name of its gold concept (see :func:`build_dictionary`)."""
+    dictionary = KnowledgeBase(iter(kb), name=name)
     added = new_concepts = 0
-    for gid, mention in training_names(train_queries):
+    for gid, mention, kind in names:
         concept = kb.resolve(gid) or dictionary.resolve(gid)
         if concept is None:
-            dictionary.add(Concept(gid, mention))
+            dictionary.add(Concept(gid, mention, types=[kb_type(kind)]))
             new_concepts += 1
         else:
             dictionary.add(Concept(concept.concept_id, concept.canonical_name, [mention]))
