@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, List, Sequence, Tuple, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from .errors import InputError
 from .sources.biosyn import split_line
@@ -31,15 +31,30 @@ PathLike = Union[str, Path]
 
 @dataclass(frozen=True)
 class BiosynQuery:
-    """One query line: its mention and CUI as written, ``where`` (``file:line``), and the
-    document (PMID, the file's stem) and character span it comes from."""
+    """One query line: its mention and CUI as written, ``where`` (``file:line``), the document
+    (PMID, the file's stem) and its span field as written (``start|end``; SapBERT's scoring never
+    reads it, so it is parsed only by what needs it: :func:`query_span`)."""
 
     mention: str
     cui: str
     where: str
     document: str = ""
-    start: int = 0
-    end: int = 0
+    span: str = ""
+
+    @property
+    def file_and_line(self) -> Tuple[str, Optional[int]]:
+        """``where`` as (file, line number), for errors about this query."""
+        file, _, line = self.where.rpartition(":")
+        return (file, int(line)) if line.isdigit() else (self.where, None)
+
+
+def query_span(query: BiosynQuery) -> Tuple[int, int]:
+    """``(start, end)`` of a query's span field, or an error naming its file, line and field."""
+    try:
+        start, end = (int(x) for x in query.span.split("|"))
+    except ValueError as err:
+        raise InputError(f"span {query.span!r} is not start|end", *query.file_and_line, "span") from err
+    return start, end
 
 
 def read_queries(folder: PathLike) -> List[BiosynQuery]:
@@ -57,12 +72,8 @@ def read_queries(folder: PathLike) -> List[BiosynQuery]:
             if len(fields) != 5:
                 raise InputError(f"expected 5 '||'-separated fields (PMID, span, type, mention, CUI), found "
                                  f"{len(fields)}", file, number)
-            try:
-                start, end = (int(x) for x in fields[1].split("|"))
-            except ValueError as err:
-                raise InputError(f"span {fields[1]!r} is not start|end", file, number, "span") from err
             queries.append(BiosynQuery(fields[3].strip(), fields[4].strip(), f"{file}:{number}", file.stem,
-                                       start, end))
+                                       fields[1].strip()))
     return queries
 
 
@@ -82,8 +93,9 @@ def read_dictionary(path: PathLike) -> Tuple[List[str], List[str]]:
 
 
 def split_mention(mention: str) -> List[str]:
-    """The sub-mentions a query is searched as: its mention split on ``|`` and ``+``."""
-    return [part.strip() for part in mention.replace("+", "|").split("|")]
+    """The sub-mentions a query is searched as: its mention split on ``|`` and ``+``, as written
+    (SapBERT's split; a part may keep a space at its edge, which tokenisation ignores)."""
+    return mention.replace("+", "|").split("|")
 
 
 def sub_mentions(queries: Sequence[BiosynQuery]) -> List[List[str]]:
@@ -92,13 +104,15 @@ def sub_mentions(queries: Sequence[BiosynQuery]) -> List[List[str]]:
 
 
 def id_list(cui: str) -> List[str]:
-    """A query's (or a composite dictionary entry's) IDs in order: split on ``|`` and ``+``."""
+    """A query's (or a composite dictionary entry's) IDs in order, split on ``|`` and ``+``, spaces
+    and empty parts dropped: what a reader of the IDs (training data, not the scoring) wants."""
     return [part.strip() for part in cui.replace("+", "|").split("|") if part.strip()]
 
 
 def gold_ids(cui: str) -> set:
-    """A query's gold IDs: every one of :func:`id_list` (a composite's parts are each gold)."""
-    return set(id_list(cui))
+    """A query's gold IDs as SapBERT's scoring compares them: the CUI split on ``|`` and ``+``,
+    as written (a composite's parts are each gold)."""
+    return set(cui.replace("+", "|").split("|"))
 
 
 def dictionary_ids(cui: str) -> frozenset:
@@ -111,5 +125,5 @@ def is_right(candidate_cui: str, gold: Any) -> bool:
     return bool(dictionary_ids(candidate_cui) & set(gold))
 
 
-__all__ = ["BiosynQuery", "dictionary_ids", "gold_ids", "id_list", "is_right", "read_dictionary", "read_queries",
-           "split_mention", "sub_mentions"]
+__all__ = ["BiosynQuery", "dictionary_ids", "gold_ids", "id_list", "is_right", "query_span", "read_dictionary",
+           "read_queries", "split_mention", "sub_mentions"]

@@ -106,8 +106,8 @@ def write_gold_corpus(folder):
         start = text.index(mention)
         lines.append(f"1\t{start}\t{start + len(mention)}\t{mention}\t{label}\t{cid}")
     text2 = "Breast cancer and a made-up syndrome."
-    lines += ["", f"2|t|{text2}", "2|a|", f"2\t0\t13\tBreast cancer\tDisease\tD001943",
-              f"2\t20\t36\tmade-up syndrome\tDisease\tD999999"]
+    lines += ["", f"2|t|{text2}", "2|a|", "2\t0\t13\tBreast cancer\tDisease\tD001943",
+              "2\t20\t36\tmade-up syndrome\tDisease\tD999999"]
     corpus = folder / "gold.PubTator"
     corpus.write_text("\n".join(lines) + "\n")
     return corpus

@@ -3,6 +3,7 @@ a packaged default pipeline (``sapbert package-kb``): the encoder and the NER st
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ import spacy
 from typer.testing import CliRunner
 
 from spacy_sapbert.errors import InputError
+from spacy_sapbert.index import NameIndex
 from spacy_sapbert.kb import KnowledgeBase
 from spacy_sapbert.training.kb_mentions import add_training_mentions
 from spacy_sapbert.training.package import build_default_pipeline
@@ -38,7 +40,8 @@ def test_training_mentions_become_names_and_unknown_ids_typed_concepts():
     # "ACTH deficiency" has an ID the KB lacks: a concept of its own, typed by its mention (Disease)
     assert extended["C535668"].types == ["Disease"] and "C535668" not in kb
     assert report["concepts_before"] == len(kb) and report["concepts_after"] == len(extended)
-    assert report["mentions"] == 6 and report["training_names"] >= 5 and report["names_added"] <= report["training_names"]
+    # 6 mentions: 4 single, one text-pattern composite (not added), one aligned composite (2 names)
+    assert report["mentions_with_ids"] == 6 and report["training_names"] == 6 and report["names_added"] == 6
 
 
 def test_the_kbs_own_senses_win_over_annotators_conventions(tmp_path):
@@ -79,7 +82,7 @@ def _tree(folder: Path) -> dict:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def test_replace_kb_keeps_encoder_and_ner_and_indexes_the_new_names(tiny_bert, tmp_path):
+def test_replace_kb_keeps_encoder_and_ner_and_indexes_the_new_names(tiny_bert, tmp_path, monkeypatch):
     kb_path = write_small_kb(tmp_path)
     package = tmp_path / "default"
     build_default_pipeline(_blank_ner(tmp_path / "ner"), tiny_bert, kb_path, package, pq_m=8)
@@ -96,11 +99,24 @@ def test_replace_kb_keeps_encoder_and_ner_and_indexes_the_new_names(tiny_bert, t
     assert linker.index.manifest["kb_fingerprint"] == extended.fingerprint()
     assert nlp.config["components"]["sapbert_linker"]["kb"] == str(new_kb)
     assert json.loads((out / "build.json").read_text())["kb"] == "small-train"
-    # in place, reusing the exact index saved above (its fingerprints match)
-    replace_kb(out, new_kb, out, exact_index=tmp_path / "flat", reuse_exact=True)
+    # in place, reusing the exact index saved above (its fingerprints match): nothing is encoded
+    before = {part: _tree(out / part) for part in ("ner", "sapbert_linker/encoder", "vocab")}
+    with monkeypatch.context() as patch:
+        patch.setattr(NameIndex, "build", lambda *a, **k: pytest.fail("the saved exact index was not reused"))
+        replace_kb(out, new_kb, out, exact_index=tmp_path / "flat", reuse_exact=True)
+    assert {part: _tree(out / part) for part in before} == before
     assert len(spacy.load(out).get_pipe("sapbert_linker").index) == report["index_rows"]
     with pytest.raises(InputError, match="not a packaged default pipeline"):
         replace_kb(tmp_path / "ner", new_kb, tmp_path / "x")
+    # a folder that is not a saved index is refused before anything is encoded, and kept
+    stray = tmp_path / "not-an-index"
+    stray.mkdir()
+    (stray / "notes.txt").write_text("mine")
+    with monkeypatch.context() as patch:
+        patch.setattr(NameIndex, "build", lambda *a, **k: pytest.fail("encoded before checking --exact-index"))
+        with pytest.raises(InputError, match="--exact-index"):
+            replace_kb(out, new_kb, tmp_path / "elsewhere", exact_index=stray)
+    assert (stray / "notes.txt").read_text() == "mine" and not (tmp_path / "elsewhere").exists()
 
 
 def test_replace_kb_fits_the_calibration_again_on_the_new_kb(tiny_bert, tmp_path):
@@ -120,7 +136,7 @@ def test_replace_kb_fits_the_calibration_again_on_the_new_kb(tiny_bert, tmp_path
     nlp = spacy.load(package)
     linker = nlp.get_pipe("sapbert_linker")
     assert linker.threshold == fitted["threshold"] == nlp.config["components"]["sapbert_linker"]["threshold"]
-    assert fitted["threshold"] * 1e4 == pytest.approx(round(fitted["threshold"] * 1e4))  # rounded up to 4 decimals
+    assert fitted["threshold"] == math.ceil(fitted["fitted_threshold"] * 1e4) / 1e4  # rounded up to 4 decimals
     assert isinstance(linker.calibration, Calibration)
     card = (package / "README.md").read_text()
     assert "## Calibration" in card and "a test KB" in card and f"threshold is {fitted['threshold']}" in card

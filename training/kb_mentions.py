@@ -4,10 +4,12 @@ What the papers call the "test dictionary" (the KB plus every training mention a
 its gold concept) is worth 4–6 Acc@1 points on NCBI and BC5CDR (README, Evaluation), because
 annotators' wordings ("hemorrhagic", "decreased renal function", "DCIS") are often not KB
 synonyms. A linker that ships with those names gives the same gain to a user's own text in the
-same domain. The names are made exactly as the evaluation makes them
-(:func:`~spacy_sapbert.training.evaluation.datasets.build_dictionary`: abbreviations expanded,
-normalised, composites only when the corpus aligns their parts), so the measured gain is the
-one shipped. Give training files only: the dev and test files it is scored on must stay out.
+same domain. The names are made as the evaluation makes them
+(:func:`~spacy_sapbert.training.evaluation.datasets.training_names`: abbreviations expanded,
+normalised, composites only when the corpus aligns their parts); by default the ones that
+compete with the KB's own senses are then left out (:func:`add_training_mentions`), and
+``keep_kb_senses=False`` keeps every one, as the evaluation's dictionary has them. Give
+training files only: the dev and test files it is scored on must stay out.
 """
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ def add_training_mentions(kb: KnowledgeBase, corpora: Sequence[Path], keep_kb_se
     names = training_names(queries)
     kept, skipped = (_keep_kb_senses(kb, names) if keep_kb_senses else (names, {}))
     extended = add_names(kb, kept, f"{kb.name}+train")
-    report = {"kb": kb.name, "corpora": [str(p) for p in corpora], "mentions": len(queries),
+    report = {"kb": kb.name, "corpora": [str(p) for p in corpora], "mentions_with_ids": len(queries),
               "training_names": len(names), "distinct_training_names": len({(g, n) for g, n, _ in names}),
               "names_added": len(kept), "names_skipped": skipped, "keep_kb_senses": keep_kb_senses,
               "concepts_before": len(kb), "concepts_after": len(extended),
@@ -107,7 +109,7 @@ def kb_add_mentions(
             atomic_write_text(report, text + "\n")
         logger.info("%s: %d concepts (%d before), %d of %d training names added", output,
                     counts["concepts_after"], counts["concepts_before"], counts["names_added"],
-                    counts["training_names"])
+                    counts["training_names"])  # occurrences, one per mention (part)
         typer.echo(text)
 
 

@@ -88,12 +88,14 @@ def is_package_output(folder: PathLike) -> bool:
     return all(key in build for key in LEGACY_BUILD_KEYS) and (folder / "meta.json").is_file()
 
 
-def _check_output(output: Path, overwrite: bool) -> None:
+def check_package_output(output: Path, overwrite: bool) -> None:
+    """Refuse ``output`` unless it is new, empty, an earlier package, or ``overwrite`` is given."""
     check_replaceable(output, is_package_output, f"an earlier package-default output (no {BUILD_FILE} with a "
                       f"{MARKER_KEY!r} marker)", _REMEDY.format(option="--output"), "--output", overwrite)
 
 
-def _check_exact_index(folder: Path, overwrite: bool) -> None:
+def check_exact_index(folder: Path, overwrite: bool) -> None:
+    """Refuse ``folder`` unless it is new, empty, an earlier saved index, or ``overwrite`` is given."""
     check_replaceable(folder, is_index_folder, "a saved name index (no manifest.json)",
                       _REMEDY.format(option="--exact-index"), "--exact-index",
                       overwrite)
@@ -109,11 +111,30 @@ def _clean_leftovers(folder: Path) -> None:
 def save_index(index: NameIndex, folder: PathLike, overwrite: bool = False) -> Path:
     """Save ``index`` to ``folder`` so that a killed run leaves the earlier index, or the new one, whole."""
     folder = Path(folder)
-    _check_exact_index(folder, overwrite)
+    check_exact_index(folder, overwrite)
     _clean_leftovers(folder)
     with atomic_dir(folder) as tmp:
         index.save(tmp)
     return folder
+
+
+def exact_index_for(kb: Any, encoder: Any, folder: Optional[PathLike] = None, reuse: bool = False,
+                    overwrite: bool = False) -> NameIndex:
+    """The exact (flat) index of ``kb`` by ``encoder``: with ``reuse``, the one saved in ``folder``
+    when it is theirs (fingerprints checked; another one is encoded again), else every name
+    encoded, and saved to ``folder`` when given (an earlier index there is replaced; any other
+    non-empty folder only with ``overwrite``)."""
+    from spacy_sapbert.index import IndexMismatchError, NameIndex
+
+    if reuse and folder and is_index_folder(folder):
+        try:
+            return NameIndex.load(folder, encoder=encoder, kb=kb)
+        except IndexMismatchError as err:
+            logger.info("not reusing %s (%s): encoding the names again", folder, err)
+    exact = NameIndex.build(kb, encoder, kind="flat")
+    if folder:
+        save_index(exact, folder, overwrite)
+    return exact
 
 
 def write_pipeline(nlp: Language, report: Dict[str, Any], output: PathLike, card_extra: str = "",
@@ -129,7 +150,7 @@ def write_pipeline(nlp: Language, report: Dict[str, Any], output: PathLike, card
     import shutil
 
     output = Path(output)
-    _check_output(output, overwrite)
+    check_package_output(output, overwrite)
     _clean_leftovers(output)
     with atomic_dir(output) as tmp:
         nlp.to_disk(tmp)
@@ -145,7 +166,7 @@ def write_pipeline(nlp: Language, report: Dict[str, Any], output: PathLike, card
         build = {MARKER_KEY: {"format": PACKAGE_FORMAT, "pipeline": nlp.meta.get("name", PIPELINE_NAME)}, **report}
         (tmp / BUILD_FILE).write_text(json.dumps(build, indent=1) + "\n", encoding="utf-8")
         (tmp / "README.md").write_text(model_card(report, nlp.meta, card_extra), encoding="utf-8")
-        _check_output(output, overwrite)  # the build took minutes: the folder may have changed meanwhile
+        check_package_output(output, overwrite)  # the build took minutes: the folder may have changed meanwhile
     return report
 
 
@@ -178,14 +199,13 @@ def build_default_pipeline(ner: PathLike, model: PathLike, kb_path: PathLike, ou
     import spacy
 
     from spacy_sapbert.encoder import Encoder
-    from spacy_sapbert.index import NameIndex
     from spacy_sapbert.kb import KnowledgeBase
 
     started = time.perf_counter()
     output = Path(output)
-    _check_output(output, overwrite)
+    check_package_output(output, overwrite)
     if exact_index:
-        _check_exact_index(Path(exact_index), overwrite)
+        check_exact_index(Path(exact_index), overwrite)
     nlp = spacy.load(ner)
     ner_pipe = next((name for name in NER_PIPES if name in nlp.pipe_names), None)
     if ner_pipe is None:
@@ -195,12 +215,7 @@ def build_default_pipeline(ner: PathLike, model: PathLike, kb_path: PathLike, ou
     encoder = Encoder(model, device=device)
     encoder.round_weights("float16")
     kb = KnowledgeBase.from_jsonl(kb_path)
-    if reuse_exact and exact_index and is_index_folder(exact_index):
-        exact = NameIndex.load(exact_index, encoder=encoder, kb=kb)
-    else:
-        exact = NameIndex.build(kb, encoder, kind="flat")
-        if exact_index:
-            save_index(exact, exact_index, overwrite)
+    exact = exact_index_for(kb, encoder, exact_index, reuse_exact, overwrite)
     params = {"pq_m": pq_m} if pq_m else {}
     compact = exact.convert("pq", **params)
     report: Dict[str, Any] = {"ner_pipe": ner_pipe, "kb": kb.name, "kb_stats": kb.stats().as_dict(),
@@ -269,6 +284,10 @@ def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") ->
         lines += [f"Compression check: on {pq['queries']:,} distinct BC5CDR/NCBI development mentions the PQ index "
                   f"returns the exact index's best concept first for {100 * pq['top1_agreement']:.2f}% and within "
                   f"its top 10 for {100 * pq['exact_top1_in_top10']:.2f}%.", ""]
+    if report.get("calibration_fitted_on_previous_kb"):
+        lines += ["## Calibration", "", "The calibration and threshold in `sapbert_linker` were fitted on the "
+                  "previous KB's scores and not fitted again after the KB was swapped (`sapbert calibrate`, or "
+                  "`sapbert package-kb --calibrate-on`, fits them on this one).", ""]
     if cal:
         cv = cal["cross_validated"]
         lines += ["## Calibration", "",
@@ -285,5 +304,5 @@ def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") ->
     return "\n".join(lines)
 
 
-__all__ = ["build_default_pipeline", "agreement", "is_package_output",
-           "model_card", "save_index", "write_pipeline"]
+__all__ = ["build_default_pipeline", "agreement", "check_exact_index", "check_package_output", "exact_index_for",
+           "is_package_output", "model_card", "save_index", "write_pipeline"]

@@ -22,11 +22,12 @@ from typing import Any, Dict, Optional, Sequence, Union
 from spacy_sapbert.component_parts import ENCODER_DIR
 from spacy_sapbert.errors import InputError
 
-from .package import BUILD_FILE, MARKER_KEY, agreement, is_index_folder, save_index, write_pipeline
+from .evaluation.abstention import LINKER
+from .package import (BUILD_FILE, MARKER_KEY, agreement, check_exact_index, check_package_output, exact_index_for,
+                      write_pipeline)
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
-LINKER = "sapbert_linker"
 
 
 def replace_kb(pipeline: PathLike, kb_path: PathLike, output: PathLike, *, exact_index: Optional[PathLike] = None,
@@ -39,7 +40,6 @@ def replace_kb(pipeline: PathLike, kb_path: PathLike, output: PathLike, *, exact
     ``probe_mentions`` measure the compact index against it, as ``package-default`` does."""
     import spacy
 
-    from spacy_sapbert.index import NameIndex
     from spacy_sapbert.kb import KnowledgeBase
 
     started = time.perf_counter()
@@ -47,25 +47,22 @@ def replace_kb(pipeline: PathLike, kb_path: PathLike, output: PathLike, *, exact
     build_file = pipeline / BUILD_FILE
     if not build_file.is_file():
         raise InputError(f"not a packaged default pipeline ({BUILD_FILE} missing)", pipeline)
+    check_package_output(Path(output), overwrite)  # before minutes of encoding, not after
+    if exact_index:
+        check_exact_index(Path(exact_index), overwrite)
     report = {k: v for k, v in json.loads(build_file.read_text(encoding="utf-8")).items()
               if k not in (MARKER_KEY, "size_mb", "components_mb")}
     for stale in ("calibration", "pq_vs_exact"):  # the previous KB's: measured again below, or left out
         report.pop(stale, None)
     report.setdefault("encoder_pairs_kb", report.get("kb"))  # the KB whose synonyms trained the encoder
-    if kb_description:
-        report["kb_description"] = kb_description
+    report["kb_description"] = kb_description or f"read from {Path(kb_path).name}"
     nlp = spacy.load(pipeline)
     if LINKER not in nlp.pipe_names:
         raise InputError(f"no {LINKER} component", pipeline)
     linker = nlp.get_pipe(LINKER)
     encoder, previous = linker.encoder, linker.index
     kb = KnowledgeBase.from_jsonl(kb_path)
-    if reuse_exact and exact_index and is_index_folder(exact_index):
-        exact = NameIndex.load(exact_index, encoder=encoder, kb=kb)
-    else:
-        exact = NameIndex.build(kb, encoder, kind="flat")
-        if exact_index:
-            save_index(exact, exact_index, overwrite=True)
+    exact = exact_index_for(kb, encoder, exact_index, reuse_exact, overwrite)
     kind, params = previous.manifest["kind"], dict(previous.manifest.get("params") or {})
     compact = exact if kind == "flat" else exact.convert(kind, **params)
     if probe_mentions:
@@ -80,9 +77,10 @@ def replace_kb(pipeline: PathLike, kb_path: PathLike, output: PathLike, *, exact
 
         spans = link_gold_spans(nlp, calibrate_on)
         calibration, fitted = fit_and_report(spans, min_precision, f"{Path(calibrate_on).name}: {len(spans)} gold spans")
-        fitted["threshold"] = apply_calibration(nlp, calibration, fitted["threshold"])
-        report["calibration"] = {k: fitted[k] for k in ("fitted_on", "accuracy_without_threshold", "threshold",
-                                                         "precision", "coverage", "cross_validated")}
+        report["calibration"] = {k: fitted[k] for k in ("fitted_on", "accuracy_without_threshold", "precision",
+                                                         "coverage", "cross_validated")}
+        report["calibration"]["fitted_threshold"] = fitted["threshold"]
+        report["calibration"]["threshold"] = apply_calibration(nlp, calibration, fitted["threshold"])
         stale_calibration = False
     report.update({"kb": kb.name, "kb_file": str(kb_path), "kb_stats": kb.stats().as_dict(),
                    "index_rows": len(compact), "index_params": compact.manifest.get("params"),

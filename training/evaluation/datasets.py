@@ -93,16 +93,23 @@ def training_names(train_queries: Iterable[Query]) -> List[Tuple[str, str, str]]
     return [(gid, name, kind) for gid, name, kind in found if name]
 
 
-def kb_type(mention_type: str) -> str:
-    """The KB type (mesh-medic's ``Chemical`` / ``Disease``) of a corpus mention type: BC5CDR's
-    ``Chemical`` stays, BC5CDR's ``Disease`` and NCBI's four disease classes are ``Disease``."""
-    return "Chemical" if mention_type == "Chemical" else "Disease"
+def kb_type(mention_type: str) -> Optional[str]:
+    """The KB type of a corpus mention type: its span label (the NER data's tables: BC5CDR's
+    Chemical/Disease, NCBI's four disease classes) and that label's first KB type in the linker's
+    default ``label_to_types`` (``Chemical`` / ``Disease``); None for another corpus's type."""
+    from spacy_sapbert.settings import DEFAULT_LABEL_TO_TYPES
+
+    from ..ner.data import BC5CDR_LABELS, NCBI_LABELS
+
+    label = {**BC5CDR_LABELS, **NCBI_LABELS}.get(mention_type)
+    return DEFAULT_LABEL_TO_TYPES[label][0] if label in DEFAULT_LABEL_TO_TYPES else None
 
 
 def build_dictionary(kb: KnowledgeBase, train_queries: Iterable[Query], name: Optional[str] = None) -> KnowledgeBase:
     """The KB plus the training mentions as names of their gold concepts (BioSyn's dictionary). A
-    gold ID the KB lacks becomes a concept of its own, typed by its mention (:func:`kb_type`), so
-    that a linker's type filter treats it as the KB's own concepts."""
+    gold ID the KB lacks becomes a concept of its own, typed by its mention (:func:`kb_type`; no
+    type for a type the project does not know), so that a linker's type filter treats it as the
+    KB's own concepts."""
     return add_names(kb, training_names(train_queries), name or f"{kb.name}+train")
 
 
@@ -114,7 +121,8 @@ def add_names(kb: KnowledgeBase, names: Iterable[Tuple[str, str, str]], name: st
     for gid, mention, kind in names:
         concept = kb.resolve(gid) or dictionary.resolve(gid)
         if concept is None:
-            dictionary.add(Concept(gid, mention, types=[kb_type(kind)]))
+            known = kb_type(kind)
+            dictionary.add(Concept(gid, mention, types=[known] if known else []))
             new_concepts += 1
         else:
             dictionary.add(Concept(concept.concept_id, concept.canonical_name, [mention]))

@@ -36,7 +36,7 @@ from typing import Any, Dict, List, Sequence, Tuple, Union
 import numpy as np
 
 from spacy_sapbert.atomic import atomic_write_text
-from spacy_sapbert.biosyn_format import id_list, is_right, read_dictionary, read_queries, split_mention
+from spacy_sapbert.biosyn_format import id_list, is_right, query_span, read_dictionary, read_queries, split_mention
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.jsonfile import read_json_object
 
@@ -74,22 +74,22 @@ def read_split(folder: PathLike, first_query: int = 0) -> Tuple[Dict[str, str], 
     items: List[Item] = []
     for query, q in enumerate(read_queries(folder), first_query):
         key = f"{dataset}/{q.document}"
+        start, end = query_span(q)
         if key not in docs:
             raw_path = texts / f"{q.document}.txt"
             if not raw_path.is_file():
-                raise InputError(f"no abstract {raw_path.name} for the context", raw_path)
+                raise InputError(f"no abstract {raw_path.name} for the context of {q.where}", raw_path)
             title, _, abstract = raw_path.read_text(encoding="utf-8").partition("\n\n")
             docs[key] = f"{title} {abstract.rstrip()}" if abstract else title.rstrip()
         text = docs[key]
-        if not 0 <= q.start <= q.end <= len(text):
-            file, _, number = q.where.rpartition(":")
-            raise InputError(f"span {q.start}-{q.end} outside the abstract ({len(text)} characters)", file,
-                             int(number), "span")
-        parts = split_mention(q.mention)
+        if not 0 <= start <= end <= len(text):
+            raise InputError(f"span {start}-{end} outside the abstract ({len(text)} characters)", *q.file_and_line,
+                             "span")
+        parts = [part.strip() for part in split_mention(q.mention)]
         query_gold = id_list(q.cui)
         aligned = len(parts) > 1 and len(parts) == len(query_gold)
         for i, part in enumerate(parts):
-            items.append(Item(query, key, q.start, q.end, part, [query_gold[i]] if aligned else list(query_gold),
+            items.append(Item(query, key, start, end, part, [query_gold[i]] if aligned else list(query_gold),
                               list(query_gold), [], [], q.where))
     return docs, items
 
