@@ -1,4 +1,5 @@
-"""``sapbert package-default``, ``package-ner`` and ``package-kb``: assemble the embedded default pipeline, or swap its NER or KB (see spacy_sapbert.training.package)."""
+"""``sapbert package-default``, ``package-ner`` and ``package-kb``: assemble the embedded default
+pipeline, or swap its NER or its KB (see spacy_sapbert.training.package)."""
 from __future__ import annotations
 
 import json
