@@ -262,7 +262,8 @@ def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") ->
         "mean pooling, weights stored in "
         f"float16; KB `{report['kb']}` ({report['kb_stats']['concepts']:,} concepts, "
         f"{report['kb_stats']['names']:,} names: {report.get('kb_description', KB_DESCRIPTION)}); FAISS "
-        f"product-quantised index of {report['index_rows']:,} rows ({report['index_params']['pq_m']} bytes per name)" + (
+        f"product-quantised index of {report['index_rows']:,} rows "
+        f"({report['index_params']['pq_m']} bytes per name)" + (
             f"; the candidates within {report['rescore_gap']:g} of a span's best score are scored exactly by "
             "encoding their names (`rescore_gap`)" if report.get("rescore_gap") is not None else "") + "." + (
             f" Scores are calibrated probabilities and the threshold is {cal['threshold']} (see Calibration)."

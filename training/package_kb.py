@@ -76,7 +76,8 @@ def replace_kb(pipeline: PathLike, kb_path: PathLike, output: PathLike, *, exact
         from .evaluation.abstention import apply_calibration, fit_and_report, link_gold_spans
 
         spans = link_gold_spans(nlp, calibrate_on)
-        calibration, fitted = fit_and_report(spans, min_precision, f"{Path(calibrate_on).name}: {len(spans)} gold spans")
+        fitted_on = f"{Path(calibrate_on).name}: {len(spans)} gold spans"
+        calibration, fitted = fit_and_report(spans, min_precision, fitted_on)
         report["calibration"] = {k: fitted[k] for k in ("fitted_on", "accuracy_without_threshold", "precision",
                                                          "coverage", "cross_validated")}
         report["calibration"]["fitted_threshold"] = fitted["threshold"]

@@ -203,5 +203,5 @@ def best_hybrid(entries: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     return max(entries, key=lambda e: (e["acc@1"], e[tie], -e["sparse_weight"]))
 
 
-__all__ = ["DEFAULT_CANDIDATES", "DEFAULT_WEIGHTS", "RECALL_AT", "SCORINGS", "best_hybrid", "exact_name_ceiling", "query_ranks", "rates",
-           "right_candidates", "score", "score_vectors", "top_candidates", "unit_rows"]
+__all__ = ["DEFAULT_CANDIDATES", "DEFAULT_WEIGHTS", "RECALL_AT", "SCORINGS", "best_hybrid", "exact_name_ceiling",
+           "query_ranks", "rates", "right_candidates", "score", "score_vectors", "top_candidates", "unit_rows"]
