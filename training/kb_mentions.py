@@ -61,13 +61,13 @@ def _keep_kb_senses(kb: KnowledgeBase, names: Sequence[Tuple[str, str, str]]
         found = kb.resolve(gid)
         return found.concept_id if found is not None else gid
 
+    keyed = [(normalize(name), concept_of(gid)) for gid, name, _ in names]  # once per name, for both passes
     votes: Dict[str, Counter] = defaultdict(Counter)
-    for gid, name, _ in names:
-        votes[normalize(name)][concept_of(gid)] += 1
+    for key, concept in keyed:
+        votes[key][concept] += 1
     skipped: Counter = Counter()
     kept = []
-    for gid, name, kind in names:
-        key, concept = normalize(name), concept_of(gid)
+    for entry, (key, concept) in zip(names, keyed):
         senses = kb.alias_to_concepts.get(key)
         if senses and concept not in senses:
             skipped["kb_name_of_other_concepts"] += 1
@@ -77,7 +77,7 @@ def _keep_kb_senses(kb: KnowledgeBase, names: Sequence[Tuple[str, str, str]]
             if ranked[0][0] != concept or (len(ranked) > 1 and ranked[1][1] == ranked[0][1]):
                 skipped["minority_or_tied_sense_in_training"] += 1
                 continue
-        kept.append((gid, name, kind))
+        kept.append(entry)
     return kept, dict(skipped)
 
 
