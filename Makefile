@@ -31,7 +31,7 @@ test: setup chromium
 chromium:
 	@if [ -x "$(CHROMIUM)" ]; then exit 0; fi; \
 	if [ "$(CHROMIUM)" = /usr/bin/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "make: installing Debian's chromium for tests/test_demo_browser.py (apt-get install chromium)"; \
+		echo "make: installing Debian's chromium for tests/demo/test_demo_browser.py (apt-get install chromium)"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null || true; \
 	fi; \
 	if [ ! -x "$(CHROMIUM)" ]; then \

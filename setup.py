@@ -15,7 +15,7 @@ INSTALL_REQUIRES = [
     "torch>=2.1",
     "transformers>=5,<6",
     "safetensors>=0.4",
-    "tokenizers>=0.19",  # spacy_sapbert.bert reads tokenizer.json without transformers
+    "tokenizers>=0.19",  # spacy_sapbert.encoding.bert reads tokenizer.json without transformers
     "faiss-cpu>=1.8",
     "typer>=0.12",
     "tqdm>=4.60",
@@ -51,13 +51,13 @@ setup(
     extras_require=EXTRAS,
     entry_points={
         "spacy_factories": [
-            "sapbert_linker = spacy_sapbert.component:make_sapbert_linker",
-            "abbreviation_entities = spacy_sapbert.abbreviation_entities:make_abbreviation_entities",
-            "sapbert_ner = spacy_sapbert.tagger.component:make_sapbert_ner",
-            "genbioel_linker = spacy_sapbert.generative.component:make_genbioel_linker",
+            "sapbert_linker = spacy_sapbert.pipes.linker:make_sapbert_linker",
+            "abbreviation_entities = spacy_sapbert.pipes.abbreviations:make_abbreviation_entities",
+            "sapbert_ner = spacy_sapbert.pipes.ner:make_sapbert_ner",
+            "genbioel_linker = spacy_sapbert.pipes.genbioel:make_genbioel_linker",
         ],
         # The NER pipeline's config names this tokenizer; the entry point lets spacy.load find it.
-        "spacy_tokenizers": ["sapbert.ScispacyTokenizer.v1 = spacy_sapbert.tokenizer:create_scispacy_tokenizer"],
+        "spacy_tokenizers": ["sapbert.ScispacyTokenizer.v1 = spacy_sapbert.pipes.tokenizer:create_scispacy_tokenizer"],
         "console_scripts": ["sapbert = spacy_sapbert.cli:main"],
         # Sub-commands that live outside spacy_sapbert (training, demo) register
         # themselves here, so the linker package never imports them.

@@ -12,8 +12,8 @@ sub-mentions, and the answers of that very pass are scored:
 - ``rerank-always``: the dense top ``k`` concepts of each sub-mention (best name per concept, as
   ``training/rerank/data.py`` builds them, here live) re-ordered by the cross-encoder, reading the
   mention in title + " " + abstract (``read_split``); ``rerank-adaptive``: only the sub-mentions
-  :func:`~spacy_sapbert.context_rerank.needs_rerank` picks (best two cosines closer than ``--max-gap``),
-  through the pipe's own second stage, :class:`~spacy_sapbert.context_rerank.ContextReranking`.
+  :func:`~spacy_sapbert.linking.rerank.stage.needs_rerank` picks (best two cosines closer than ``--max-gap``),
+  through the pipe's own second stage, :class:`~spacy_sapbert.linking.rerank.stage.ContextReranking`.
 
 Scoring is SapBERT's, as :mod:`~.evaluation.biosyn` implements it: every query line counts, a
 mention is split on ``|``/``+`` and each sub-mention searched alone, a candidate is right when its
@@ -47,12 +47,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from spacy_sapbert import biosyn_format  # noqa: E402
-from spacy_sapbert.char_ngrams import CharNgramIndex, CharNgramSettings  # noqa: E402
-from spacy_sapbert.context_rerank import ContextReranking  # noqa: E402
+from spacy_sapbert.formats import biosyn as biosyn_format  # noqa: E402
+from spacy_sapbert.index.char_ngrams import CharNgramIndex, CharNgramSettings  # noqa: E402
+from spacy_sapbert.linking.rerank.stage import ContextReranking  # noqa: E402
 from spacy_sapbert.errors import InputError, exit_on_input_error  # noqa: E402
-from spacy_sapbert.kb import Concept, KnowledgeBase  # noqa: E402
-from spacy_sapbert.reranker_inputs import MentionContext  # noqa: E402
+from spacy_sapbert.kb.knowledge_base import Concept, KnowledgeBase  # noqa: E402
+from spacy_sapbert.linking.rerank.inputs import MentionContext  # noqa: E402
 from spacy_sapbert.training.evaluation import biosyn  # noqa: E402
 from spacy_sapbert.training.evaluation.baselines import ScispacyCandidates  # noqa: E402
 from spacy_sapbert.training.rerank.data import RerankData, group_by_concept, read_split  # noqa: E402
@@ -102,7 +102,7 @@ def fitted(index: CharNgramIndex) -> Any:
 def reranked_pass(reranker: Any, encoder: Any, data: RerankData, unit_names: np.ndarray, names: List[str],
                   cuis: List[str], max_gap: Optional[float]) -> Tuple[List[List[str]], int]:
     """The live dense top k of every item, then the pipe's own second stage
-    (:meth:`~spacy_sapbert.context_rerank.ContextReranking.apply`, adaptive with ``max_gap``):
+    (:meth:`~spacy_sapbert.linking.rerank.stage.ContextReranking.apply`, adaptive with ``max_gap``):
     (CUIs best first per item, items re-ranked). Fills ``item.candidates`` as data.build does."""
     k = int(reranker.settings.k)
     vectors = biosyn.unit_rows(encoder.encode([item.mention for item in data.items], normalize=False))
@@ -126,7 +126,7 @@ def entry(system: str, label: str, accuracy: Dict[str, float], seconds: float, m
 def run(args: argparse.Namespace, command: str) -> Dict[str, Any]:
     import torch
 
-    from spacy_sapbert.encoder import Encoder, cpu_has_native_bf16
+    from spacy_sapbert.encoding.encoder import Encoder, cpu_has_native_bf16
 
     importlib.import_module("sklearn.feature_extraction.text")  # imported now: its import is no index building
     if args.reranker is not None and not args.reranker.exists():
@@ -144,7 +144,7 @@ def run(args: argparse.Namespace, command: str) -> Dict[str, Any]:
     if args.reranker is None:
         logger.info("no --reranker: the dense + re-ranker systems are skipped")
     else:
-        from spacy_sapbert.reranker import Reranker
+        from spacy_sapbert.linking.rerank.model import Reranker
 
         reranker = Reranker.load(args.reranker, device=args.device, dtype=args.precision)
         documents, items = read_split(args.queries)
@@ -260,7 +260,7 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     with exit_on_input_error():
         result = run(args, shlex.join(["python", "benchmarks/accuracy_throughput.py", *argv]))
     if args.output:
-        from spacy_sapbert.atomic import atomic_write_text
+        from spacy_sapbert.util.atomic import atomic_write_text
 
         args.output.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(args.output, json.dumps(result, indent=1, ensure_ascii=False) + "\n")

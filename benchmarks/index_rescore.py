@@ -29,7 +29,7 @@ from typing import Any, Dict, List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from spacy_sapbert.index import NameIndex  # noqa: E402
+from spacy_sapbert.index.name_index import NameIndex  # noqa: E402
 from training.evaluation.abstention import link_gold_spans  # noqa: E402
 
 

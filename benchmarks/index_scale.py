@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from spacy_sapbert.index import NameIndex, make_faiss_index, rerank_exact  # noqa: E402
+from spacy_sapbert.index.name_index import NameIndex, make_faiss_index, rerank_exact  # noqa: E402
 
 CHUNK = 250_000
 

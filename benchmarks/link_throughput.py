@@ -38,9 +38,9 @@ from spacy.util import filter_spans
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from spacy_sapbert.encoder import Encoder, cpu_has_native_bf16  # noqa: E402
-from spacy_sapbert.index import NameIndex  # noqa: E402
-from spacy_sapbert.kb import KnowledgeBase  # noqa: E402
+from spacy_sapbert.encoding.encoder import Encoder, cpu_has_native_bf16  # noqa: E402
+from spacy_sapbert.index.name_index import NameIndex  # noqa: E402
+from spacy_sapbert.kb.knowledge_base import KnowledgeBase  # noqa: E402
 from spacy_sapbert.training.evaluation.baselines import ScispacyCandidates  # noqa: E402
 from spacy_sapbert.training.corpora import read_pubtator  # noqa: E402
 

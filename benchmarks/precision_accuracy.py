@@ -30,8 +30,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from spacy_sapbert.encoder import Encoder, cpu_has_native_bf16  # noqa: E402
-from spacy_sapbert.kb import KnowledgeBase  # noqa: E402
+from spacy_sapbert.encoding.encoder import Encoder, cpu_has_native_bf16  # noqa: E402
+from spacy_sapbert.kb.knowledge_base import KnowledgeBase  # noqa: E402
 from spacy_sapbert.training.evaluation.accuracy import query_hits  # noqa: E402
 from spacy_sapbert.training.evaluation.datasets import EvalSet, Loader  # noqa: E402
 

@@ -11,7 +11,7 @@ in use: each document's gold mentions are a span group (``spans_key``; gold ment
 overlap, entities may not) and scispaCy's abbreviation detector has run on it. A mention that
 does not start and end on a token boundary becomes the smallest token span around it (counted
 below). Mentions without a gold ID (``-1``) are left out. A mention is right when its top
-concept (``span.kb_id_``) carries one of its gold IDs (:func:`spacy_sapbert.matching.is_gold`;
+concept (``span.kb_id_``) carries one of its gold IDs (:func:`spacy_sapbert.kb.matching.is_gold`;
 for a composite mention, any one part). The top concept is read from ``kb_id_``, not
 ``span._.kb_ents``: spaCy keys span extensions by character offsets, so two gold spans at the
 same offsets with different labels (counted below) share one ``kb_ents``.
@@ -33,8 +33,8 @@ from spacy.tokens import Doc, Span
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import spacy_sapbert  # noqa: E402
-from spacy_sapbert.kb import KnowledgeBase  # noqa: E402
-from spacy_sapbert.matching import is_gold  # noqa: E402
+from spacy_sapbert.kb.knowledge_base import KnowledgeBase  # noqa: E402
+from spacy_sapbert.kb.matching import is_gold  # noqa: E402
 from spacy_sapbert.training.corpora import Mention, read_pubtator  # noqa: E402
 
 CORPUS = Path(__file__).resolve().parents[1] / "assets" / "corpora" / "bc5cdr" / "CDR_DevelopmentSet.PubTator.txt"

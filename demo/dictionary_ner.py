@@ -26,7 +26,7 @@ from spacy.tokens import Doc, Span
 from spacy.util import filter_spans
 from tqdm import tqdm
 
-from spacy_sapbert.kb import KnowledgeBase
+from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from spacy_sapbert.errors import InputError
-from spacy_sapbert.normalize import normalize
+from spacy_sapbert.kb.normalize import normalize
 
 MAX_TEXT_CHARS = 5000
 MAX_QUERY_CHARS = 200

@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from spacy_sapbert.kb import KnowledgeBase
+from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 
 from .inputs import MAX_TEXT_CHARS, check_k, check_text, check_threshold
 from .spaces import canonical_name, score_text
@@ -93,7 +93,7 @@ def link_text(nlp, text: str, threshold: float, top_k: int, kb: KnowledgeBase,
 
 def _abbreviation_pairs(doc) -> Dict[Tuple[int, int], Tuple[str, str]]:
     """(start_char, end_char) of each short form → (short form, long form)."""
-    from spacy_sapbert.abbreviation_entities import abbreviation_pairs
+    from spacy_sapbert.pipes.abbreviations import abbreviation_pairs
 
     return {(short.start_char, short.end_char): (short.text, long_form)
             for short, long_form in abbreviation_pairs(doc)}

@@ -8,7 +8,7 @@ from typing import List, Sequence, Tuple
 
 import numpy as np
 
-from spacy_sapbert.normalize import normalize
+from spacy_sapbert.kb.normalize import normalize
 
 from .inputs import check_k, check_query
 from .spaces import EmbeddingSpace, canonical_name, score_text

@@ -10,8 +10,8 @@ from typing import Dict, List, Sequence, Tuple
 import numpy as np
 from sklearn.decomposition import PCA
 
-from spacy_sapbert.kb import KnowledgeBase
-from spacy_sapbert.normalize import normalize
+from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+from spacy_sapbert.kb.normalize import normalize
 
 from .inputs import check_query
 from .neighbours import Neighbour

@@ -17,9 +17,9 @@ from typing import List, Optional, Union
 from spacy.language import Language
 
 from spacy_sapbert.default import DEFAULT_PIPELINE
-from spacy_sapbert.encoder import MINILM_ALIASES
+from spacy_sapbert.encoding.encoder import MINILM_ALIASES
 from spacy_sapbert.errors import InputError
-from spacy_sapbert.kb import KnowledgeBase
+from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 
 from .dictionary_ner import FACTORY_NAME as DICTIONARY_FACTORY
 from .inputs import MAX_K
@@ -157,7 +157,7 @@ def build_pipeline(model: str, kb: PathLike, index: Optional[PathLike] = None, n
     """
     import spacy
 
-    from spacy_sapbert.tokenizer import scispacy_blank
+    from spacy_sapbert.pipes.tokenizer import scispacy_blank
 
     kb_path = Path(kb)
     if not kb_path.is_file():
@@ -178,8 +178,8 @@ def build_pipeline(model: str, kb: PathLike, index: Optional[PathLike] = None, n
 def add_compare_space(resources: DemoResources, model: str, index: Optional[PathLike] = None,
                       device: str = "auto", label: Optional[str] = None, show_progress: bool = True) -> EmbeddingSpace:
     """A second encoder over the same KB (e.g. the base model next to the self-aligned one)."""
-    from spacy_sapbert.encoder import Encoder
-    from spacy_sapbert.index import NameIndex
+    from spacy_sapbert.encoding.encoder import Encoder
+    from spacy_sapbert.index.name_index import NameIndex
 
     if index and not Path(index).exists():
         raise InputError("comparison index folder not found: build it once with `spacy project run demo-index` "

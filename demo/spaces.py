@@ -7,7 +7,7 @@ from typing import List, Optional, Protocol, Sequence, Tuple
 
 import numpy as np
 
-from spacy_sapbert.kb import KnowledgeBase
+from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 
 
 class EncoderLike(Protocol):

@@ -207,7 +207,7 @@ def copy_biosyn_protocol(mirror: Path, dest: Path) -> None:
     """Copy the mirror's BioSyn-format evaluation data (a folder tree) into ``dest`` once."""
     import shutil
 
-    from spacy_sapbert.atomic import atomic_dir
+    from spacy_sapbert.util.atomic import atomic_dir
 
     source, target = mirror / BIOSYN_PROTOCOL, dest / BIOSYN_PROTOCOL
     if target.is_dir():

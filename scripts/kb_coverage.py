@@ -16,8 +16,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from spacy_sapbert.kb import KnowledgeBase
-from spacy_sapbert.normalize import normalize
+from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+from spacy_sapbert.kb.normalize import normalize
 from spacy_sapbert.training.corpora import read_pubtator
 
 

@@ -3,10 +3,10 @@
 Importing the package is cheap: the heavy parts (torch, FAISS, transformers) are
 imported by the modules that need them.
 """
-from .default import DEFAULT_MODEL, DEFAULT_PIPELINE, load
-from .errors import InputError
-from .kb import Concept, KnowledgeBase
-from .normalize import normalize
+from spacy_sapbert.default import DEFAULT_MODEL, DEFAULT_PIPELINE, load
+from spacy_sapbert.errors import InputError
+from spacy_sapbert.kb.knowledge_base import Concept, KnowledgeBase
+from spacy_sapbert.kb.normalize import normalize
 
 __version__ = "0.1.0"
 __all__ = ["Concept", "DEFAULT_MODEL", "DEFAULT_PIPELINE", "InputError", "KnowledgeBase", "load", "normalize",

@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
+from spacy_sapbert.errors import InputError
 
 DEFAULT_PIPELINE = Path(__file__).resolve().parent / "data" / "default"
 DEFAULT_LINKER = DEFAULT_PIPELINE / "sapbert_linker"

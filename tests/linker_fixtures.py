@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from spacy_sapbert.kb import Concept, KnowledgeBase
+from spacy_sapbert.kb.knowledge_base import Concept, KnowledgeBase
 
 CONCEPTS = [
     Concept("D006886", "Hydroxychloroquine", ["Plaquenil", "HCQ", "hydroxychloroquine sulfate"], ["Chemical"]),

@@ -1,7 +1,7 @@
 """Thirty-two hand-written MeSH concepts for the one test that uses the real MiniLM."""
 from __future__ import annotations
 
-from spacy_sapbert.kb import Concept, KnowledgeBase
+from spacy_sapbert.kb.knowledge_base import Concept, KnowledgeBase
 
 _ROWS = [
     ("D006886", "Hydroxychloroquine", ["Plaquenil", "HCQ", "hydroxychloroquine sulfate", "Oxychlorochin"], "Chemical"),

@@ -11,7 +11,7 @@ def register(app: typer.Typer) -> None:
     from .generative.cli import register as register_generative
     from .kb_mentions import register as register_kb_mentions
     from .ner.cli import register as register_ner
-    from .package_cli import register as register_package
+    from .package.cli import register as register_package
     from .rerank.cli import register as register_rerank
     from .selfalign.cli import register as register_training
 

@@ -1,11 +1,11 @@
 """PubTator corpora (NCBI disease, BC5CDR) → documents and gold mentions.
 
-The blocks (title, abstract, annotation lines) are read by :mod:`spacy_sapbert.pubtator`,
+The blocks (title, abstract, annotation lines) are read by :mod:`spacy_sapbert.formats.pubtator`,
 the parser ``sapbert annotate`` uses too. This module gives the annotation lines their
 meaning: ``PMID start end text type ids [parts]`` is a mention with offsets into
 ``title + " " + abstract``; BC5CDR's ``PMID CID chemical disease`` relation lines are
 skipped. Mention IDs are split on ``|`` and ``+`` (composite mentions), ``-1`` means
-"no ID", and each ID is parsed by :func:`spacy_sapbert.sources.ids.parse_id`, the grammar
+"no ID", and each ID is parsed by :func:`spacy_sapbert.kb.ids.parse_id`, the grammar
 the KB builders use, so a gold ID is spelled as the KBs spell it (``MESH:D012174`` and
 ``MSH:D012174`` → ``D012174``, ``CUI:C0011849`` → ``UMLS:C0011849``, ``ORPHA:558`` →
 ``Orphanet:558``) and an unknown or malformed ID stops the run at its line.
@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Iterable, Iterator, List, Optional, Tuple, Union
 
 from spacy_sapbert.errors import InputError
-from spacy_sapbert.pubtator import Block, read_blocks
-from spacy_sapbert.sources.ids import parse_id
-from spacy_sapbert.sources.textfile import iter_lines
+from spacy_sapbert.formats.pubtator import Block, read_blocks
+from spacy_sapbert.kb.ids import parse_id
+from spacy_sapbert.util.textfile import iter_lines
 
 PathLike = Union[str, Path]
 NO_ID = "-1"

@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 import typer
 
 from spacy_sapbert.errors import InputError, exit_on_input_error
-from spacy_sapbert.kb import KnowledgeBase
+from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def add_training_mentions(kb: KnowledgeBase, corpora: Sequence[Path], keep_kb_se
 def _keep_kb_senses(kb: KnowledgeBase, names: Sequence[Tuple[str, str, str]]
                     ) -> Tuple[List[Tuple[str, str, str]], Dict[str, int]]:
     """The training names that do not compete with the KB's senses (see :func:`add_training_mentions`)."""
-    from spacy_sapbert.normalize import normalize
+    from spacy_sapbert.kb.normalize import normalize
 
     def concept_of(gid: str) -> str:
         found = kb.resolve(gid)
@@ -104,7 +104,7 @@ def kb_add_mentions(
         counts["output"] = str(output)
         text = json.dumps(counts, indent=1)
         if report is not None:
-            from spacy_sapbert.atomic import atomic_write_text
+            from spacy_sapbert.util.atomic import atomic_write_text
 
             atomic_write_text(report, text + "\n")
         logger.info("%s: %d concepts (%d before), %d of %d training names added", output,

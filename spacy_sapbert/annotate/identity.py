@@ -14,10 +14,10 @@ import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Union
 
-from ..atomic import atomic_write_text
-from ..errors import InputError
-from ..jsonfile import read_json_object
-from .readers import folder_documents
+from spacy_sapbert.annotate.readers import folder_documents
+from spacy_sapbert.errors import InputError
+from spacy_sapbert.util.atomic import atomic_write_text
+from spacy_sapbert.util.jsonfile import read_json_object
 
 PathLike = Union[str, Path]
 SIDECAR_SUFFIX = ".sapbert.json"

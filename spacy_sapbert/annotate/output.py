@@ -20,9 +20,9 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, Optional, Set, Union
 
-from ..atomic import remove_stale_temps, temp_sibling
-from ..errors import InputError
-from .identity import RunRecord
+from spacy_sapbert.annotate.identity import RunRecord
+from spacy_sapbert.errors import InputError
+from spacy_sapbert.util.atomic import remove_stale_temps, temp_sibling
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]

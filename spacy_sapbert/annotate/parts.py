@@ -24,11 +24,11 @@ import json
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Union
 
-from ..atomic import atomic_dir, atomic_write_text, check_replaceable, remove_stale_temps
-from ..errors import InputError
-from ..jsonfile import read_json_object
-from .identity import differences
-from .shards import Shard
+from spacy_sapbert.annotate.identity import differences
+from spacy_sapbert.annotate.shards import Shard
+from spacy_sapbert.errors import InputError
+from spacy_sapbert.util.atomic import atomic_dir, atomic_write_text, check_replaceable, remove_stale_temps
+from spacy_sapbert.util.jsonfile import read_json_object
 
 PathLike = Union[str, Path]
 MANIFEST = "manifest.json"

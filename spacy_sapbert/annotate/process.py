@@ -27,9 +27,9 @@ from typing import Any, Deque, Dict, Iterable, Iterator, List, Tuple
 
 from spacy.language import Language
 
-from ..threads import single_thread_in_child
-from .readers import Record
-from .record import doc_to_record, linkers_of
+from spacy_sapbert.annotate.readers import Record
+from spacy_sapbert.annotate.record import doc_to_record, linkers_of
+from spacy_sapbert.util.threads import single_thread_in_child
 
 logger = logging.getLogger(__name__)
 PIECE_CHARS = 100_000

@@ -20,10 +20,10 @@ import logging
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Union
 
-from ..errors import InputError
-from .parts import PartsFolder
-from .shards import DEFAULT_SHARD_BYTES, Shard
-from .sharded import ShardedSummary, annotate_shard, failed_row, run_sharded
+from spacy_sapbert.annotate.parts import PartsFolder
+from spacy_sapbert.annotate.sharded import ShardedSummary, annotate_shard, failed_row, run_sharded
+from spacy_sapbert.annotate.shards import DEFAULT_SHARD_BYTES, Shard
+from spacy_sapbert.errors import InputError
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -38,8 +38,8 @@ class ShardAnnotator:
         import ray
         import torch
 
-        from ..pipelines import load_pipeline
-        from .record import linkers_of
+        from spacy_sapbert.annotate.record import linkers_of
+        from spacy_sapbert.pipes.loading import load_pipeline
 
         torch.set_num_threads(max(1, int(num_cpus)))
         if not device:
@@ -82,8 +82,8 @@ def annotate_with_ray(pipeline: str, source: PathLike, output: PathLike, *, addr
     here (``ray start``), ``ray://host:10001`` a remote one. ``pipeline`` is loaded by each
     actor ('default', a folder every node can read, or a package installed on every node).
     """
-    from ..pipelines import pipeline_location
-    from .identity import saved_pipeline_identity
+    from spacy_sapbert.annotate.identity import saved_pipeline_identity
+    from spacy_sapbert.pipes.loading import pipeline_location
 
     for name, value, least in (("--num-actors", num_actors, 1), ("--batch-size", batch_size, 1)):
         if not isinstance(value, int) or value < least:

@@ -7,7 +7,7 @@ Formats (``fmt``):
 ``jsonl``     one JSON object per line; the text and the ID are taken from configurable
               fields, every other field is carried to the output unchanged;
 ``pubtator``  PubTator blocks (``PMID|t|title``, ``PMID|a|abstract``, annotation lines,
-              a blank line), parsed by :mod:`spacy_sapbert.pubtator` as the training
+              a blank line), parsed by :mod:`spacy_sapbert.formats.pubtator` as the training
               corpora are; the text is ``title + " " + abstract`` so that PubTator
               offsets stay valid, and the block's annotation lines are carried along.
 ``pubmed``    PubMed/MEDLINE XML (the baseline's ``pubmed25n0001.xml.gz``), one record per
@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
-from ..errors import InputError
-from ..pubtator import parse_block, split_blocks
-from ..sources.textfile import open_binary
-from .pubmed_xml import read_articles
-from .sniff import SNIFF_BYTES, check_text_file, detect_format, text_problem
+from spacy_sapbert.annotate.pubmed_xml import read_articles
+from spacy_sapbert.annotate.sniff import SNIFF_BYTES, check_text_file, detect_format, text_problem
+from spacy_sapbert.errors import InputError
+from spacy_sapbert.formats.pubtator import parse_block, split_blocks
+from spacy_sapbert.util.textfile import open_binary
 
 PathLike = Union[str, Path]
 FORMATS = ("auto", "text", "jsonl", "pubtator", "pubmed")
@@ -220,7 +220,7 @@ def _jsonl_record(ordinal: int, number: int, line: str, where: str, problem: Opt
 
 
 def _read_pubtator(path: Path, span: Span) -> Iterator[Item]:
-    """One record per block (:mod:`spacy_sapbert.pubtator`); a broken block is one :class:`Malformed`."""
+    """One record per block (:mod:`spacy_sapbert.formats.pubtator`); a broken block is one :class:`Malformed`."""
     problems: Dict[int, str] = {}
 
     starts: Dict[int, int] = {}  # first line of a block -> its byte offset (kept until the block is read)

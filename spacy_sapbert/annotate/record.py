@@ -6,12 +6,12 @@ from typing import Any, Dict, List, Tuple
 from spacy.language import Language
 from spacy.tokens import Doc, Span
 
-from ..abbreviation_entities import abbreviation_pairs
+from spacy_sapbert.pipes.abbreviations import abbreviation_pairs
 
 
 def linkers_of(nlp: Language) -> List[Any]:
     """The pipeline's ``sapbert_linker`` components, in pipeline order."""
-    from ..component import SapBertLinker
+    from spacy_sapbert.pipes.linker import SapBertLinker
 
     return [pipe for _, pipe in nlp.pipeline if isinstance(pipe, SapBertLinker)]
 

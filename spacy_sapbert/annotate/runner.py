@@ -25,12 +25,12 @@ from typing import Any, Dict, Iterator, List, Optional, Union
 
 from spacy.language import Language
 
-from ..errors import InputError
-from . import process
-from .identity import RunRecord, input_identity, pipeline_identity
-from .output import ResumableJsonl, check_paths
-from .readers import Malformed, Record, read_records
-from .record import doc_to_record
+from spacy_sapbert.annotate import process
+from spacy_sapbert.annotate.identity import RunRecord, input_identity, pipeline_identity
+from spacy_sapbert.annotate.output import ResumableJsonl, check_paths
+from spacy_sapbert.annotate.readers import Malformed, Record, read_records
+from spacy_sapbert.annotate.record import doc_to_record
+from spacy_sapbert.errors import InputError
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]

@@ -18,14 +18,14 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Unio
 
 from spacy.language import Language
 
-from ..atomic import atomic_open
-from ..errors import InputError
-from . import process
-from .identity import files_identity, input_identity
-from .parts import PartsFolder, open_parts
-from .readers import Malformed, Record, read_records
-from .runner import Summary, progress_bar, reading_options
-from .shards import DEFAULT_SHARD_BYTES, Shard, input_files, plan
+from spacy_sapbert.annotate import process
+from spacy_sapbert.annotate.identity import files_identity, input_identity
+from spacy_sapbert.annotate.parts import PartsFolder, open_parts
+from spacy_sapbert.annotate.readers import Malformed, Record, read_records
+from spacy_sapbert.annotate.runner import Summary, progress_bar, reading_options
+from spacy_sapbert.annotate.shards import DEFAULT_SHARD_BYTES, Shard, input_files, plan
+from spacy_sapbert.errors import InputError
+from spacy_sapbert.util.atomic import atomic_open
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]

@@ -28,10 +28,10 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 from tqdm import tqdm
 
-from ..errors import InputError
-from ..sources.textfile import is_gzip
-from .readers import FORMATS, Record, Span, folder_documents, read_records
-from .sniff import check_text_file, detect_format
+from spacy_sapbert.annotate.readers import FORMATS, Record, Span, folder_documents, read_records
+from spacy_sapbert.annotate.sniff import check_text_file, detect_format
+from spacy_sapbert.errors import InputError
+from spacy_sapbert.util.textfile import is_gzip
 
 PathLike = Union[str, Path]
 DEFAULT_SHARD_BYTES = 4 << 20

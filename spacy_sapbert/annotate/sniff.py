@@ -6,9 +6,9 @@ import zlib
 from pathlib import Path
 from typing import Optional, Union
 
-from ..errors import InputError
-from ..pubtator import looks_like_pubtator
-from ..sources.textfile import open_binary
+from spacy_sapbert.errors import InputError
+from spacy_sapbert.formats.pubtator import looks_like_pubtator
+from spacy_sapbert.util.textfile import open_binary
 
 PathLike = Union[str, Path]
 

@@ -3,6 +3,6 @@
 One module per job: app (the tree, plugins, logging), options (options several commands share),
 kb, index, link and annotate (the commands), pipelines (loading the pipeline a command names).
 """
-from .app import app, main
+from spacy_sapbert.cli.app import app, main
 
 __all__ = ["app", "main"]

@@ -1,4 +1,4 @@
 """``python -m spacy_sapbert.cli``: the same as the ``sapbert`` console script."""
-from .app import main
+from spacy_sapbert.cli.app import main
 
 main()

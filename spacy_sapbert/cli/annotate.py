@@ -8,9 +8,9 @@ from typing import Any, Optional
 
 import typer
 
-from ..errors import exit_on_input_error
-from .options import DeviceOption
-from ..pipelines import load_pipeline
+from spacy_sapbert.cli.options import DeviceOption
+from spacy_sapbert.errors import exit_on_input_error
+from spacy_sapbert.pipes.loading import load_pipeline
 
 SOURCE_HELP = ("Input: a text file (one document per line), a folder of .txt files, JSONL, or PubTator (gzip too); "
                "with --engine ray also a glob or a folder of such files.")
@@ -46,7 +46,7 @@ def annotate_command(  # a typer signature: one parameter per option, longer tha
     shard_mb: float = typer.Option(4.0, "--shard-mb", help="Ray: input megabytes per shard (a gzip file is one)."),
 ) -> None:
     """Annotate documents with entities and concept IDs into JSONL: streaming, resumable, with a summary."""
-    from ..annotate import annotate, preflight
+    from spacy_sapbert.annotate import annotate, preflight
 
     if engine not in ENGINES:
         typer.echo(f"error: --engine: expected one of {', '.join(ENGINES)}, got {engine!r}", err=True)
@@ -77,8 +77,8 @@ def _annotate_with_ray(source: Path, output: Path, pipeline: str, fmt: str, text
                        batch_size: int, n_process: int, strict: bool, overwrite: bool, device: Optional[str],
                        address: Optional[str], num_actors: int, num_cpus_per_actor: float, num_gpus_per_actor: float,
                        shard_mb: float) -> Any:
-    from ..annotate.ray_engine import annotate_with_ray
-    from ..errors import InputError
+    from spacy_sapbert.annotate.ray_engine import annotate_with_ray
+    from spacy_sapbert.errors import InputError
 
     with exit_on_input_error():
         if n_process != 1:

@@ -12,10 +12,10 @@ from importlib.metadata import entry_points
 
 import typer
 
-from .annotate import annotate_command
-from .index import index_build
-from .kb import kb_build, kb_stats
-from .link import link
+from spacy_sapbert.cli.annotate import annotate_command
+from spacy_sapbert.cli.index import index_build
+from spacy_sapbert.cli.kb import kb_build, kb_stats
+from spacy_sapbert.cli.link import link
 
 logger = logging.getLogger(__name__)
 

@@ -8,9 +8,9 @@ from typing import Dict, List, Optional
 
 import typer
 
-from ..default import DEFAULT_MODEL
-from ..errors import InputError, exit_on_input_error
-from .options import DeviceOption, KbOption, ModelOption, PrecisionOption
+from spacy_sapbert.cli.options import DeviceOption, KbOption, ModelOption, PrecisionOption
+from spacy_sapbert.default import DEFAULT_MODEL
+from spacy_sapbert.errors import InputError, exit_on_input_error
 
 PARAM_HELP = ("KEY=INT index parameter, repeatable: hnsw_m, ef_construction, ef_search (hnsw); nlist, nprobe, pq_m, "
               "pq_bits (ivfpq, pq); rerank=N (ivfpq, pq: re-score the top N exactly from float16 vectors kept on disk).")
@@ -29,9 +29,9 @@ def index_build(  # a typer signature: one parameter per option, longer than the
     param: List[str] = typer.Option([], "--param", help=PARAM_HELP),
 ) -> None:
     """Encode every normalised name of a KB once and save a FAISS index with its manifest."""
-    from ..encoder import Encoder, check_dtype
-    from ..index import NameIndex, check_save_target
-    from ..kb import KnowledgeBase
+    from spacy_sapbert.encoding.encoder import Encoder, check_dtype
+    from spacy_sapbert.index.name_index import NameIndex, check_save_target
+    from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 
     with exit_on_input_error():
         check_save_target(output)  # before minutes of encoding, not after

@@ -1,5 +1,5 @@
 """``sapbert kb build`` and ``sapbert kb stats``: make a knowledge base from the upstream
-vocabularies (spacy_sapbert.sources) and say what is in one."""
+vocabularies (spacy_sapbert.kb.sources) and say what is in one."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from ..errors import exit_on_input_error
+from spacy_sapbert.errors import exit_on_input_error
 
 
 def kb_build(
@@ -18,8 +18,8 @@ def kb_build(
     report: Optional[Path] = typer.Option(None, "--report", help="Also write the build's statistics as JSON here."),
 ) -> None:
     """Build a knowledge base from the upstream vocabulary files and print what went in."""
-    from ..atomic import atomic_write_text
-    from ..sources.build import KB_BUILDERS, build_kb
+    from spacy_sapbert.kb.sources.build import KB_BUILDERS, build_kb
+    from spacy_sapbert.util.atomic import atomic_write_text
 
     if name not in KB_BUILDERS:
         raise typer.BadParameter(f"choose one of {', '.join(sorted(KB_BUILDERS))}", param_hint="NAME")
@@ -38,7 +38,7 @@ def kb_stats(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
 ) -> None:
     """Concepts, names, concepts with >=2 names, and the positive pairs the trainer would take."""
-    from ..kb import MAX_PAIRS_PER_CONCEPT, KnowledgeBase
+    from spacy_sapbert.kb.knowledge_base import MAX_PAIRS_PER_CONCEPT, KnowledgeBase
 
     with exit_on_input_error():
         stats = KnowledgeBase.from_jsonl(kb_path).stats()

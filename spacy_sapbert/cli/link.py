@@ -10,15 +10,15 @@ from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
 import typer
 
-from ..default import DEFAULT_MODEL
-from ..errors import exit_on_input_error
-from .options import DeviceOption, IndexOption, KbOption, ModelOption
-from ..pipelines import load_pipeline
+from spacy_sapbert.cli.options import DeviceOption, IndexOption, KbOption, ModelOption
+from spacy_sapbert.default import DEFAULT_MODEL
+from spacy_sapbert.errors import exit_on_input_error
+from spacy_sapbert.pipes.loading import load_pipeline
 
 if TYPE_CHECKING:
     from spacy.language import Language
 
-    from ..kb import KnowledgeBase
+    from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 
 Candidates = List[Tuple[str, float]]
 Row = Tuple[Optional[str], Optional[str], Candidates]
@@ -64,10 +64,10 @@ def link(  # a typer signature: one parameter per option, longer than the usual 
 def link_mentions(texts: Sequence[str], kb: Path, model: str, index: Optional[Path], top: int, k: int,
                   threshold: Optional[float], device: str) -> Tuple["KnowledgeBase", List[Row]]:
     """Each text is a mention: encode them and search the KB's names (the saved ``index``, else all encoded now)."""
-    from ..encoder import Encoder
-    from ..index import NameIndex
-    from ..kb import KnowledgeBase
-    from ..linker import Linker
+    from spacy_sapbert.encoding.encoder import Encoder
+    from spacy_sapbert.index.name_index import NameIndex
+    from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+    from spacy_sapbert.linking.linker import Linker
 
     knowledge_base = KnowledgeBase.from_jsonl(kb)
     encoder = Encoder(model, device=device)
@@ -81,7 +81,7 @@ def link_texts(texts: Sequence[str], nlp: "Language", kb: Optional[Path], model:
                device: Optional[str]) -> Tuple["KnowledgeBase", List[Row]]:
     """Run a loaded spaCy pipeline over texts (adding a sapbert_linker over --kb when it has none); a text
     without entities gets one ``(text, None, [])`` row, so the output says so instead of leaving it out."""
-    from ..component import SapBertLinker
+    from spacy_sapbert.pipes.linker import SapBertLinker
 
     linkers = [proc for _, proc in nlp.pipeline if isinstance(proc, SapBertLinker)]
     if not linkers:

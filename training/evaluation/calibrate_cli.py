@@ -26,7 +26,7 @@ def calibrate_command(
 ) -> None:
     """Fit P(right link) from (cosine, margin) on the corpus's gold spans, choose the lowest threshold whose
     links reach --min-precision, and report what it costs in coverage."""
-    from spacy_sapbert.pipelines import load_pipeline
+    from spacy_sapbert.pipes.loading import load_pipeline
 
     from .abstention import apply_calibration, fit_and_report, link_gold_spans
 

@@ -116,8 +116,8 @@ def biosyn_command(
     tune_dictionary: Optional[Path] = typer.Option(None, "--tune-dictionary", help="The dictionary of --tune-on."),
 ) -> None:
     """Acc@k on BioSyn-format data, scored exactly as SapBERT's evaluation/utils.py scores it."""
-    from spacy_sapbert.biosyn_format import read_dictionary, read_queries
-    from spacy_sapbert.encoder import Encoder
+    from spacy_sapbert.formats.biosyn import read_dictionary, read_queries
+    from spacy_sapbert.encoding.encoder import Encoder
 
     from .biosyn import best_hybrid, score
 
@@ -143,7 +143,7 @@ def biosyn_command(
     record = json.dumps({"queries": str(queries), "n_queries": len(parsed), "dictionary": str(dictionary),
                          "names": len(names), "model": model, "precision": precision, **results, **tuning})
     if output is not None:
-        from spacy_sapbert.atomic import atomic_write_text
+        from spacy_sapbert.util.atomic import atomic_write_text
 
         atomic_write_text(output, record + "\n")
     typer.echo(record)
@@ -154,7 +154,7 @@ def _hybrid_options(weights: Optional[List[str]], schemes: Optional[List[str]], 
     """The sparse weights and n-gram schemes asked for (the default grid when tuning without weights)."""
     import math
 
-    from spacy_sapbert.char_ngrams import CharNgramSettings
+    from spacy_sapbert.index.char_ngrams import CharNgramSettings
 
     from .biosyn import DEFAULT_WEIGHTS
 

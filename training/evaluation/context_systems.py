@@ -13,7 +13,7 @@ Specs (``sapbert evaluate -m``):
 - ``DENSE+generative:MODEL``: the dense top ``k`` (8) re-ordered by ``cosine + weight × mean
   token log-probability`` of each candidate's best-matching name (``--generative-weight``);
 - ``DENSE+rerank:MODEL``: the dense top ``k`` (the re-ranker's own) re-ordered by the cross-encoder
-  (:meth:`spacy_sapbert.reranker.Reranker.rerank`: its calibrated margin decides when it may
+  (:meth:`spacy_sapbert.linking.rerank.model.Reranker.rerank`: its calibrated margin decides when it may
   override the first stage).
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.generative.seq2seq import CONTEXT_CHARS, Mention
-from spacy_sapbert.kb import KnowledgeBase
+from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 
 from .biosyn import unit_rows
 from .dense import DenseLinker
@@ -83,7 +83,7 @@ def make_context_system(spec: str, pooling: Optional[str] = None, device: str = 
         dense = DenseLinker(dense_model, pooling=pooling, device=device, batch_size=batch_size,
                             max_k=RESCORE_K, precision=precision)
         return DenseRescored(dense, model, weight=generative_weight, device=device, label=label)
-    from spacy_sapbert.reranker import Reranker
+    from spacy_sapbert.linking.rerank.model import Reranker
 
     reranker = Reranker.load(model, device=device, dtype="auto")
     dense = DenseLinker(dense_model, pooling=pooling, device=device, batch_size=batch_size,
@@ -99,7 +99,7 @@ def mention_context(query: Optional[Query], part: str) -> Tuple[str, int, int]:
 
 
 def _load_generative(model: str, device: str) -> Any:
-    from spacy_sapbert.devices import resolve_device
+    from spacy_sapbert.util.devices import resolve_device
     from spacy_sapbert.generative.seq2seq import GenerativeModel
 
     return GenerativeModel.load(model, device=resolve_device(device))
@@ -223,7 +223,7 @@ class DenseReranked(_SecondStage):
         self.name = label or f"{dense.name} + {Path(self.model_path).name} (cross-encoder re-ranker)"
 
     def _order(self, query: Optional[Query], part: str, found: List[Candidate]) -> List[int]:
-        from spacy_sapbert.reranker_inputs import MentionContext, candidate_text
+        from spacy_sapbert.linking.rerank.inputs import MentionContext, candidate_text
 
         text, start, end = mention_context(query, part)
         separator = self.reranker.settings.separator

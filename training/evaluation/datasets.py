@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from spacy_sapbert.errors import InputError
-from spacy_sapbert.kb import Concept, KnowledgeBase
+from spacy_sapbert.kb.knowledge_base import Concept, KnowledgeBase
 
 from .queries import AbbreviationExpander, Query, load_queries
 
@@ -97,7 +97,7 @@ def kb_type(mention_type: str) -> Optional[str]:
     """The KB type of a corpus mention type: its span label (the NER data's tables: BC5CDR's
     Chemical/Disease, NCBI's four disease classes) and that label's first KB type in the linker's
     default ``label_to_types`` (``Chemical`` / ``Disease``); None for another corpus's type."""
-    from spacy_sapbert.settings import DEFAULT_LABEL_TO_TYPES
+    from spacy_sapbert.linking.settings import DEFAULT_LABEL_TO_TYPES
 
     from ..ner.data import BC5CDR_LABELS, NCBI_LABELS
 

@@ -1,6 +1,6 @@
 """The dense linker as an evaluated system: the code path users run.
 
-Encoder → NameIndex (flat, exact) → :class:`spacy_sapbert.linker.Linker` (best name per
+Encoder → NameIndex (flat, exact) → :class:`spacy_sapbert.linking.linker.Linker` (best name per
 concept), with an encoder that remembers its vectors, since the dictionaries of one run
 share most names.
 """
@@ -11,10 +11,10 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from spacy_sapbert.encoder import Encoder
+from spacy_sapbert.encoding.encoder import Encoder
 from spacy_sapbert.errors import InputError
-from spacy_sapbert.kb import KnowledgeBase
-from spacy_sapbert.modelfiles import MINILM_ALIASES
+from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+from spacy_sapbert.encoding.modelfiles import MINILM_ALIASES
 
 from .systems import LinkingSystem, Ranked
 
@@ -57,13 +57,13 @@ class DenseLinker(LinkingSystem):
         self.name = label or f"{_model_label(self.model)} ({self.encoder.pooling} pooling)"
 
     def _fit(self, dictionary: KnowledgeBase) -> None:
-        from spacy_sapbert.linker import Linker
+        from spacy_sapbert.linking.linker import Linker
 
         self._linker = Linker(self.encoder, dictionary, max_entities_per_mention=self.max_k, show_progress=True)
 
     @property
     def linker(self) -> Any:
-        """The :class:`spacy_sapbert.linker.Linker` over the prepared dictionary (second stages read its candidates)."""
+        """The :class:`spacy_sapbert.linking.linker.Linker` over the prepared dictionary (second stages read its candidates)."""
         if not hasattr(self, "_linker"):
             raise RuntimeError(f"{self.name}: call prepare(dictionary) first")
         return self._linker

@@ -14,7 +14,7 @@ steps, and a number is only comparable when ours go through the same ones:
    there are as many words as IDs; when no pattern gives one part per ID the mention
    stays whole. As in BioSyn, a mixed MeSH/OMIM ID list keeps only its MeSH IDs
    (the OMIM ones are auxiliary);
-3. each part is normalised with :func:`spacy_sapbert.normalize.normalize` (lower-case,
+3. each part is normalised with :func:`spacy_sapbert.kb.normalize.normalize` (lower-case,
    punctuation to spaces) — the same function the index uses for KB names;
 4. mentions without an ID (``-1``) are dropped.
 
@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-from spacy_sapbert.normalize import normalize
-from spacy_sapbert.sources.ids import vocabulary
-from spacy_sapbert.sources.textfile import iter_lines
+from spacy_sapbert.kb.normalize import normalize
+from spacy_sapbert.kb.ids import vocabulary
+from spacy_sapbert.util.textfile import iter_lines
 
 from ..corpora import Document, Mention, read_pubtator
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from spacy_sapbert.default import DEFAULT_MODEL
-from spacy_sapbert.encoder import MINILM_ALIASES
+from spacy_sapbert.encoding.encoder import MINILM_ALIASES
 from spacy_sapbert.errors import InputError
 
 from .accuracy import evaluate

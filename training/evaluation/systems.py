@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence
 
 from spacy_sapbert.errors import InputError
-from spacy_sapbert.kb import KnowledgeBase
+from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 
 from .queries import Query
 

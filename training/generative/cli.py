@@ -40,7 +40,7 @@ def data_kb(kb: Path = typer.Argument(..., help="Knowledge base (scispaCy JSONL)
             per_concept: int = typer.Option(1, help="Samples per concept with at least two names."),
             seed: int = typer.Option(42)) -> None:
     """KB-guided pre-training samples: two synonyms and a definition (or other names) in a clause."""
-    from spacy_sapbert.kb import KnowledgeBase
+    from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 
     from .samples import kb_guided, write_samples
 
@@ -120,7 +120,7 @@ def evaluate_command(
     """Acc@1/@5 of generative alone, dense alone and dense + generative re-scoring."""
     import torch
 
-    from spacy_sapbert.atomic import atomic_write_text
+    from spacy_sapbert.util.atomic import atomic_write_text
     from spacy_sapbert.generative.seq2seq import GenerativeModel
 
     from ..rerank.data import RerankData

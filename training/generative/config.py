@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List
 
 
-from ..selfalign.config import AMP_MODES, SCHEDULES, raise_first_failed
+from ..common.config import AMP_MODES, SCHEDULES, raise_first_failed
 
 RESUME_INVARIANTS = ("base_model", "init_from", "max_context", "max_name", "batch_size", "grad_accum", "lr",
                      "weight_decay", "warmup_steps", "schedule", "max_grad_norm", "seed", "amp")
@@ -61,7 +61,7 @@ class GenerativeConfig:
 
 def resume_identity(config: GenerativeConfig, data_fingerprints: List[str], world: int,
                     total_steps: int) -> Dict[str, Any]:
-    """What a checkpoint records and a resumption must match (see selfalign's ``check_resumable``)."""
+    """What a checkpoint records and a resumption must match (see ``common.config.check_resumable``)."""
     identity: Dict[str, Any] = {k: getattr(config, k) for k in RESUME_INVARIANTS}
     identity.update(data_fingerprints=list(data_fingerprints), world_size=world, total_steps=total_steps)
     return identity

@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from spacy_sapbert.generative.seq2seq import GenerativeModel, Mention
 
-from spacy_sapbert.biosyn_format import is_right, read_dictionary
+from spacy_sapbert.formats.biosyn import is_right, read_dictionary
 from ..rerank.data import RerankData
 
 NOT_FOUND = 10_000

@@ -23,9 +23,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Sequence, Tuple, Union
 
-from spacy_sapbert.atomic import atomic_open
-from spacy_sapbert.biosyn_format import id_list
-from spacy_sapbert.concept import Concept
+from spacy_sapbert.util.atomic import atomic_open
+from spacy_sapbert.formats.biosyn import id_list
+from spacy_sapbert.kb.concept import Concept
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.generative.seq2seq import CONTEXT_CHARS
 

@@ -25,12 +25,12 @@ from spacy_sapbert.errors import InputError
 from spacy_sapbert.generative.seq2seq import SETTINGS_FILE, GenerativeModel, Mention
 
 from ..rerank.trainer import make_optimizer
-from ..selfalign.hardware import make_accelerator
-from ..selfalign.plan import BatchPlan
-from ..selfalign.runstate import CheckpointedRun, RunResult
-from ..selfalign.schedule import make_scheduler
-from ..selfalign.signals import StopOnSignal
-from ..selfalign.step import accumulated_step
+from ..common.hardware import make_accelerator
+from ..common.plan import BatchPlan
+from ..common.runstate import CheckpointedRun, RunResult
+from ..common.schedule import make_scheduler
+from ..common.signals import StopOnSignal
+from ..common.step import accumulated_step
 from .config import GenerativeConfig, resume_identity
 from .samples import Sample, read_samples
 
@@ -40,7 +40,7 @@ PathLike = Union[str, Path]
 
 def start_model(config: GenerativeConfig) -> GenerativeModel:
     """The model a run starts from: a saved generative model, or the base BERT on both sides."""
-    from spacy_sapbert.modelfiles import resolve_model_path
+    from spacy_sapbert.encoding.modelfiles import resolve_model_path
 
     if config.init_from:
         return GenerativeModel.load(config.init_from)
@@ -56,7 +56,7 @@ class GenerativeTrainer(CheckpointedRun):
         self.config = config.validate()
         self.output = Path(output) if output is not None else None
         if self.output is not None:  # refused now, not after the training
-            from spacy_sapbert.atomic import check_replaceable
+            from spacy_sapbert.util.atomic import check_replaceable
 
             check_replaceable(self.output, lambda p: (p / SETTINGS_FILE).is_file(),
                               f"a generative model (no {SETTINGS_FILE})", "Choose a new or empty --output.")
@@ -145,7 +145,7 @@ class GenerativeTrainer(CheckpointedRun):
 
     def save(self, output: Path, result: RunResult) -> Path:
         """The model folder (float32 safetensors: a start for further training), with ``training.json``."""
-        from spacy_sapbert.atomic import atomic_dir
+        from spacy_sapbert.util.atomic import atomic_dir
 
         model = self.accelerator.unwrap_model(self.model, keep_fp32_wrapper=False)
         saved = GenerativeModel(model, self.generative.tokenizer, self.generative.markers,

@@ -94,7 +94,8 @@ def ner_evaluate(
 ) -> None:
     """Print precision/recall/F1 per label on BC5CDR dev and NCBI test (exact character spans)."""
     from .corpus import CorpusPaths
-    from .scores import evaluate_ner, format_report
+    from .evaluate import evaluate_ner
+    from .scores import format_report
 
     with exit_on_input_error():
         paths = CorpusPaths.from_folder(corpora)

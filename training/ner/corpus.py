@@ -87,7 +87,7 @@ def build_ner_corpus(
     if unit not in UNITS:
         raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")
     if nlp is None:
-        from spacy_sapbert.tokenizer import scispacy_blank
+        from spacy_sapbert.pipes.tokenizer import scispacy_blank
 
         nlp = scispacy_blank(split_hyphens=split_hyphens)
     output = Path(output)

@@ -1,7 +1,7 @@
 """PubTator documents → tokenised spaCy ``Doc`` objects with entities, for the project's CHEMICAL/DISEASE NER
 model (:mod:`spacy_sapbert.training.ner.corpus` writes them as DocBin files).
 
-The text is cut by scispaCy's tokenizer (see :mod:`spacy_sapbert.tokenizer`) so that the
+The text is cut by scispaCy's tokenizer (see :mod:`spacy_sapbert.pipes.tokenizer`) so that the
 trained model's spans sit on the same token boundaries as scispaCy's pipelines. PubTator gold
 spans are character offsets; a mention that does not start and end on a token boundary
 ("cocaine" inside the single scispaCy token "cocaine-induced") cannot be an entity of this

@@ -3,7 +3,7 @@
 The NER pipeline finds the spans in raw text, the ``sapbert_linker`` pipe gives each one a
 concept (``ent.kb_id_``), and a predicted pair counts only if a gold mention has exactly
 that character span and that concept. IDs are compared through the knowledge base
-(:func:`spacy_sapbert.matching.concept_key`, the rule the Acc@k evaluation uses too), so a
+(:func:`spacy_sapbert.kb.matching.concept_key`, the rule the Acc@k evaluation uses too), so a
 gold ``OMIM:…`` that the KB merged into a MeSH concept matches that concept. A composite gold
 mention contributes one pair per part; gold mentions without an ID (``-1``) are left out and
 predictions on their spans are ignored.
@@ -24,8 +24,8 @@ from spacy.tokens import Doc
 from spacy.util import filter_spans
 from tqdm import tqdm
 
-from spacy_sapbert.kb import KnowledgeBase
-from spacy_sapbert.matching import concept_key
+from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+from spacy_sapbert.kb.matching import concept_key
 from ..corpora import Document
 from .scores import PRF
 

@@ -139,39 +139,3 @@ def write_report(reports: Sequence[dict], path: PathLike, extra: Optional[dict] 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({**(extra or {}), "reports": list(reports)}, indent=2) + "\n", encoding="utf-8")
     return path
-
-
-def evaluate_ner(model: PathLike, bc5cdr_dev: Optional[PathLike] = None, ncbi_test: Optional[PathLike] = None,
-                 output: Optional[PathLike] = None, check_set: Optional[PathLike] = None,
-                 style: Optional[str] = None) -> List[dict]:
-    """Score a NER pipeline on BC5CDR dev (CHEMICAL, DISEASE), NCBI test (DISEASE only) and, given
-    ``check_set``, the lay-language and gene-name sentences of :mod:`.lay`. ``style`` is the
-    annotation style a ``sapbert_ner`` pipe tags in (see :mod:`spacy_sapbert.tagger.features`).
-
-    Returns the reports (and writes them as JSON to ``output`` when given); ``format_report``
-    turns one into the table ``ner-evaluate`` prints.
-    """
-    import spacy
-
-    from ..corpora import read_pubtator
-    from .data import BC5CDR_LABELS, DISEASE, NCBI_LABELS
-
-    nlp = spacy.load(model, config={"components": {"sapbert_ner": {"style": style}}} if style else {})
-    reports = []
-    if bc5cdr_dev is not None:
-        docs = list(read_pubtator(bc5cdr_dev))
-        reports.append(evaluate_corpus(nlp, docs, BC5CDR_LABELS, name="BC5CDR dev"))
-    if ncbi_test is not None:
-        docs = list(read_pubtator(ncbi_test))
-        reports.append(evaluate_corpus(nlp, docs, NCBI_LABELS, labels=[DISEASE], name="NCBI test"))
-    if check_set is not None:
-        from .lay import evaluate_check_set
-
-        reports.extend(evaluate_check_set(nlp, check_set))
-    for report in reports:
-        scores = report["scores"]["ALL"]
-        logger.info("%s: P %.2f R %.2f F1 %.2f", report["corpus"], scores["p"], scores["r"], scores["f"])
-    if output is not None:
-        write_report(reports, output, {"model": str(model), "pipeline": nlp.pipe_names, "style": style,
-                                       "tokenizer": dict(nlp.config["nlp"]["tokenizer"])})
-    return reports

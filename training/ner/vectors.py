@@ -53,9 +53,9 @@ def build_minilm_vectors(corpora: Sequence[PathLike], kbs: Sequence[PathLike], o
                          max_words: Optional[int] = None, device: str = "auto", split_hyphens: bool = True) -> Path:
     """Encode the vocabulary of ``corpora`` (PubTator files) and ``kbs`` (KB files) with ``model``
     and write the word2vec text file ``output``."""
-    from spacy_sapbert.encoder import Encoder
-    from spacy_sapbert.kb import KnowledgeBase
-    from spacy_sapbert.tokenizer import scispacy_blank
+    from spacy_sapbert.encoding.encoder import Encoder
+    from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+    from spacy_sapbert.pipes.tokenizer import scispacy_blank
     from ..corpora import read_pubtator
 
     if not corpora:

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional
 
 import typer
 
-from spacy_sapbert.devices import DEVICE_CHOICES
+from spacy_sapbert.util.devices import DEVICE_CHOICES
 from spacy_sapbert.errors import exit_on_input_error
 
 from .config import RerankConfig
@@ -45,7 +45,7 @@ def build_data(
     batch_size: int = typer.Option(256, help="Names per forward pass of the first stage."),
 ) -> None:
     """First-stage candidates of every (sub-)mention, with its abstract, written once for train/evaluate."""
-    from spacy_sapbert.encoder import Encoder
+    from spacy_sapbert.encoding.encoder import Encoder
 
     from .data import build, write
 
@@ -119,8 +119,8 @@ def evaluate_command(
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report here (JSON)."),
 ) -> None:
     """Acc@1 of the first stage and of the re-ranker (SapBERT's rules on BioSyn queries)."""
-    from spacy_sapbert.atomic import atomic_write_text
-    from spacy_sapbert.reranker import SETTINGS_FILE, Reranker
+    from spacy_sapbert.util.atomic import atomic_write_text
+    from spacy_sapbert.linking.rerank.model import SETTINGS_FILE, Reranker
 
     from .data import RerankData
     from .evaluate import evaluate

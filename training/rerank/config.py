@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List
 
 
-from ..selfalign.config import AMP_MODES, SCHEDULES, raise_first_failed
+from ..common.config import AMP_MODES, SCHEDULES, raise_first_failed
 
 RESUME_INVARIANTS = ("base_model", "max_length", "max_candidate_length", "marker_start", "marker_end", "k",
                      "batch_size", "grad_accum", "lr", "weight_decay", "warmup_steps", "schedule", "max_grad_norm",
@@ -83,7 +83,7 @@ class RerankConfig:
 
 def resume_identity(config: RerankConfig, data_fingerprints: List[str], world: int,
                     total_steps: int) -> Dict[str, Any]:
-    """What a checkpoint records and a resumption must match (see selfalign's ``check_resumable``)."""
+    """What a checkpoint records and a resumption must match (see ``common.config.check_resumable``)."""
     identity: Dict[str, Any] = {k: getattr(config, k) for k in RESUME_INVARIANTS}
     identity.update(data_fingerprints=list(data_fingerprints), world_size=world, total_steps=total_steps)
     return identity

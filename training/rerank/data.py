@@ -35,10 +35,10 @@ from typing import Any, Dict, List, Sequence, Tuple, Union
 
 import numpy as np
 
-from spacy_sapbert.atomic import atomic_write_text
-from spacy_sapbert.biosyn_format import id_list, is_right, query_span, read_dictionary, read_queries, split_mention
+from spacy_sapbert.util.atomic import atomic_write_text
+from spacy_sapbert.formats.biosyn import id_list, is_right, query_span, read_dictionary, read_queries, split_mention
 from spacy_sapbert.errors import InputError
-from spacy_sapbert.jsonfile import read_json_object
+from spacy_sapbert.util.jsonfile import read_json_object
 
 
 logger = logging.getLogger(__name__)
@@ -109,7 +109,7 @@ def group_by_concept(rows: Sequence[int], scores: Sequence[float], names: Sequen
 def build(folders: Sequence[PathLike], dictionary: PathLike, encoder: Any, store_k: int = 16,
           names_per_concept: int = 8) -> Dict[str, Any]:
     """The data of ``folders`` (BioSyn ``processed_<split>`` folders) against ``dictionary`` with the
-    first stage ``encoder`` (an :class:`~spacy_sapbert.encoder.Encoder`)."""
+    first stage ``encoder`` (an :class:`~spacy_sapbert.encoding.encoder.Encoder`)."""
     from ..evaluation.biosyn import top_candidates
 
     docs: Dict[str, str] = {}
@@ -185,7 +185,7 @@ class RerankData:
 
     @classmethod
     def read(cls, path: PathLike) -> "RerankData":
-        from ..selfalign.pairs import file_fingerprint
+        from ..common.fingerprint import file_fingerprint
 
         path = Path(path)
         data = read_json_object(path, FORMAT_VERSION, "re-ranker data")
@@ -201,7 +201,7 @@ class RerankData:
         return (self.documents[item.doc], item.start, item.end, item.mention)
 
     def texts(self, candidates: Sequence[Candidate], separator: str) -> List[str]:
-        from spacy_sapbert.reranker_inputs import candidate_text
+        from spacy_sapbert.linking.rerank.inputs import candidate_text
 
         return [candidate_text(name, self.canonical.get(cui, name), separator) for cui, name, _ in candidates]
 

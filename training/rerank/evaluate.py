@@ -3,7 +3,7 @@
 Accuracy is SapBERT's Acc@1 on BioSyn queries: each sub-mention of a composite query is
 re-ranked on its own, a pick is right when its IDs meet the query's gold IDs, and a query counts
 only when every sub-mention's pick is right. The first stage's pick is its top candidate; the
-re-ranker picks among the first stage's top k (:meth:`~spacy_sapbert.reranker.Reranker.choose`).
+re-ranker picks among the first stage's top k (:meth:`~spacy_sapbert.linking.rerank.model.Reranker.choose`).
 ``oracle`` is the ceiling: every sub-mention has a right candidate among the k.
 
 Calibration, on dev: the temperature minimises the NLL of ``softmax(scores / T)`` on the right
@@ -21,8 +21,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from spacy_sapbert.context_rerank import needs_rerank
-from spacy_sapbert.reranker import Reranker, choose, softmax
+from spacy_sapbert.linking.rerank.stage import needs_rerank
+from spacy_sapbert.linking.rerank.model import Reranker, choose, softmax
 
 from .data import RerankData, eval_rows
 
@@ -82,7 +82,7 @@ def accuracy(scored: Scored, temperature: float, margin: float) -> Dict[str, Any
 def adaptive(scored: Scored, temperature: float, margin: float,
              gaps: Sequence[float] = ADAPTIVE_GAPS) -> List[Dict[str, float]]:
     """Acc@1 and the share of items re-ranked when only items whose best two first-stage cosines are
-    closer than each gap go to the re-ranker (:func:`~spacy_sapbert.context_rerank.needs_rerank`)."""
+    closer than each gap go to the re-ranker (:func:`~spacy_sapbert.linking.rerank.stage.needs_rerank`)."""
     if scored.first_stage is None:
         return []
     rows = []

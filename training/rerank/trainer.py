@@ -9,7 +9,7 @@ checkpoints with their save/restore/resume protocol (``runstate.CheckpointedRun`
 handling (``signals.StopOnSignal``). AdamW is built here
 (fused; no decay on biases and norms). At the end, with dev data, the temperature and margin are
 fitted (:mod:`.evaluate`) and the re-ranker folder is written whole
-(:meth:`spacy_sapbert.reranker.Reranker.save`, float16 weights).
+(:meth:`spacy_sapbert.linking.rerank.model.Reranker.save`, float16 weights).
 """
 from __future__ import annotations
 
@@ -25,15 +25,15 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import torch
 
 from spacy_sapbert.errors import InputError
-from spacy_sapbert.reranker import SETTINGS_FILE, Reranker, RerankerSettings
-from spacy_sapbert.reranker_inputs import PairEncoder
+from spacy_sapbert.linking.rerank.model import SETTINGS_FILE, Reranker, RerankerSettings
+from spacy_sapbert.linking.rerank.inputs import PairEncoder
 
-from ..selfalign.hardware import make_accelerator
-from ..selfalign.plan import BatchPlan
-from ..selfalign.schedule import make_scheduler
-from ..selfalign.signals import StopOnSignal
-from ..selfalign.runstate import CheckpointedRun, RunResult
-from ..selfalign.step import accumulated_step
+from ..common.hardware import make_accelerator
+from ..common.plan import BatchPlan
+from ..common.schedule import make_scheduler
+from ..common.signals import StopOnSignal
+from ..common.runstate import CheckpointedRun, RunResult
+from ..common.step import accumulated_step
 from .config import RerankConfig, resume_identity
 from .data import RerankData, training_examples
 from .evaluate import evaluate
@@ -189,7 +189,7 @@ class RerankTrainer(CheckpointedRun):
                         autocast=autocast, batch_size=self.config.eval_batch_size)
 
     def _check_output(self) -> None:
-        from spacy_sapbert.atomic import check_replaceable
+        from spacy_sapbert.util.atomic import check_replaceable
 
         assert self.output is not None
         check_replaceable(self.output, lambda p: (p / SETTINGS_FILE).is_file(), f"a re-ranker (no {SETTINGS_FILE})",

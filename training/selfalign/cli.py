@@ -15,10 +15,11 @@ from typing import Any, Dict, List, Optional
 
 import typer
 
-from spacy_sapbert.devices import DEVICE_CHOICES
+from spacy_sapbert.util.devices import DEVICE_CHOICES
 from spacy_sapbert.errors import InputError, exit_on_input_error
 
-from .config import AMP_MODES, SCHEDULES, TrainConfig
+from ..common.config import AMP_MODES, SCHEDULES
+from .config import TrainConfig
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +35,7 @@ def pairs_from_kb(
     max_pairs: int = typer.Option(50, help="Pairs per concept at most (SapBERT: 50)."),
 ) -> None:
     """Pretraining pairs: every pair of a concept's names, at most --max-pairs per concept, shuffled."""
-    from spacy_sapbert.kb import KnowledgeBase
+    from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 
     from .pairs import kb_header, kb_pairs, write_pairs
 
@@ -57,7 +58,7 @@ def pairs_from_corpus(
 
     Composite mentions, mentions without an ID and mentions whose ID the KB lacks are
     skipped and counted; the counts go to the log and to OUTPUT.stats.json."""
-    from spacy_sapbert.kb import KnowledgeBase
+    from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 
     from ..corpora import read_pubtator
     from .pairs import kb_header, mention_pairs, write_pairs

@@ -7,14 +7,12 @@ imports no torch, so registering the commands stays cheap.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional
 
-from spacy_sapbert.errors import InputError
-from spacy_sapbert.pooling import POOLINGS
+from spacy_sapbert.encoding.pooling import POOLINGS
 
-AMP_MODES = ("auto", "no", "bf16", "fp16")
-SCHEDULES = ("constant", "linear")
+from ..common.config import AMP_MODES, SCHEDULES, raise_first_failed
+
 TRIPLET_TYPES = ("all", "hard", "semihard", "easy")
 # Settings that must not change between a run and its resumption: they decide the data
 # order or the optimisation path.
@@ -53,7 +51,7 @@ class TrainConfig:
     """"auto": bf16 on GPUs that support it, fp16 with a gradient scaler on other GPUs; on CPU
     bf16 autocast where the CPU has AMX/AVX512-BF16, off elsewhere."""
     device: str = "auto"
-    """auto, cpu, cuda, cuda:N or mps: the rule of :func:`spacy_sapbert.devices.resolve_device`."""
+    """auto, cpu, cuda, cuda:N or mps: the rule of :func:`spacy_sapbert.util.devices.resolve_device`."""
     seed: int = 42
     checkpoint_every: int = 100
     keep_checkpoints: int = 2
@@ -93,19 +91,3 @@ def resume_identity(config: TrainConfig, pairs_fingerprint: str, world: int, tot
     if config.schedule == "linear":
         identity["total_steps"] = total_steps
     return identity
-
-
-def raise_first_failed(config: Any, checks: Sequence[Tuple[bool, str, str]]) -> None:
-    """The first ``(ok, field, problem)`` of ``checks`` that failed, as an :class:`InputError` naming the
-    field and its value: the one validation rule of every training config."""
-    for ok, name, problem in checks:
-        if not ok:
-            raise InputError(f"{problem}, got {getattr(config, name, None)!r}", field=name)
-
-
-def check_resumable(recorded: Dict[str, Any], current: Dict[str, Any], checkpoint: Path) -> None:
-    """Refuse to continue a checkpoint whose run had other settings: the result would be neither run."""
-    changed = sorted(k for k in set(recorded) | set(current) if recorded.get(k) != current.get(k))
-    if changed:
-        details = ", ".join(f"{k}: {recorded.get(k)!r} -> {current.get(k)!r}" for k in changed)
-        raise InputError(f"cannot resume: settings differ from the checkpoint's ({details})", checkpoint)

@@ -12,7 +12,8 @@ from typing import Dict, List, Sequence, Tuple, Union
 
 import torch
 
-from .pairs import Pair, file_fingerprint, read_header, read_pairs
+from ..common.fingerprint import file_fingerprint
+from .pairs import Pair, read_header, read_pairs
 
 
 @dataclass

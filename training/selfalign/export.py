@@ -12,9 +12,9 @@ import logging
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Union
 
-from spacy_sapbert.atomic import atomic_dir, check_replaceable, remove_stale_temps
-from spacy_sapbert.modelfiles import SETTINGS_FILE
-from spacy_sapbert.sentence_transformers_files import write_sentence_transformers_files
+from spacy_sapbert.util.atomic import atomic_dir, check_replaceable, remove_stale_temps
+from spacy_sapbert.encoding.modelfiles import SETTINGS_FILE
+from spacy_sapbert.encoding.st_files import write_sentence_transformers_files
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ def check_output(folder: PathLike, trained_checkpoint: Optional[Path] = None) ->
 def save_model(folder: Path, accelerator: Any, model: Any, tokenizer: Any,
                settings: Callable[[], Dict[str, Any]]) -> None:
     """An HF folder (config, model.safetensors, tokenizer) + sapbert.json + sentence-transformers' module
-    files (``modules.json``, ``1_Pooling``, ...: :mod:`spacy_sapbert.sentence_transformers_files`), written
+    files (``modules.json``, ``1_Pooling``, ...: :mod:`spacy_sapbert.encoding.st_files`), written
     by the main process.
 
     ``settings`` is called once the weights and tokenizer are in the temporary folder; a kill at

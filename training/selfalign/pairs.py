@@ -1,10 +1,10 @@
 """Positive pairs for self-alignment training, and the TSV file that carries them.
 
 Pretraining pairs come from a knowledge base: every pair of distinct normalised names of
-one concept, at most :data:`spacy_sapbert.kb.MAX_PAIRS_PER_CONCEPT` per concept (a seeded
+one concept, at most :data:`spacy_sapbert.kb.knowledge_base.MAX_PAIRS_PER_CONCEPT` per concept (a seeded
 random sample where a concept has more), so that concepts with hundreds of synonyms do
 not drown the rest (SapBERT's recipe). ``sapbert kb stats`` counts the same pairs through
-:func:`spacy_sapbert.kb.pair_count`.
+:func:`spacy_sapbert.kb.knowledge_base.pair_count`.
 
 Fine-tuning pairs come from a PubTator training corpus: each mention is paired with the
 names of its gold concept in a KB, which teaches the encoder how names are written in
@@ -16,7 +16,6 @@ KB fingerprint there, and the trainer copies them into the model's ``sapbert.jso
 """
 from __future__ import annotations
 
-import hashlib
 import itertools
 import logging
 import random
@@ -25,10 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-from spacy_sapbert.atomic import atomic_open
+from spacy_sapbert.util.atomic import atomic_open
 from spacy_sapbert.errors import InputError
-from spacy_sapbert.kb import MAX_PAIRS_PER_CONCEPT, KnowledgeBase
-from spacy_sapbert.normalize import normalize
+from spacy_sapbert.kb.knowledge_base import MAX_PAIRS_PER_CONCEPT, KnowledgeBase
+from spacy_sapbert.kb.normalize import normalize
 
 from ..corpora import Document
 
@@ -252,15 +251,6 @@ def mix_pairs(paths: Sequence[PathLike], limits: Sequence[int], seed: int = 42) 
     return mixed, header
 
 
-def file_fingerprint(path: PathLike) -> str:
-    """A content hash of a file, recorded in the trained model's settings."""
-    digest = hashlib.sha256()
-    with Path(path).open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()[:16]
-
-
 def kb_header(kb: KnowledgeBase, source: str, seed: int, **extra: object) -> Dict[str, object]:
     """The provenance header written above the pairs of ``kb``."""
     header: Dict[str, object] = {"source": source, "kb": kb.name, "kb_fingerprint": kb.fingerprint(), "seed": seed}
@@ -270,5 +260,5 @@ def kb_header(kb: KnowledgeBase, source: str, seed: int, **extra: object) -> Dic
 
 __all__ = [
     "Pair", "MentionPairStats", "concept_pairs", "kb_pairs", "mention_pairs", "write_pairs", "iter_pairs",
-    "read_pairs", "read_header", "mix_pairs", "file_fingerprint", "kb_header",
+    "read_pairs", "read_header", "mix_pairs", "kb_header",
 ]

@@ -1,7 +1,7 @@
 """The self-alignment loop (SapBERT, Liu et al. 2021) on top of Hugging Face accelerate.
 
 A batch is ``batch_size`` positive pairs; both names of every pair go through the same
-encoder, pooled as the linker pools (:func:`spacy_sapbert.pooling.pool`), and the loss is
+encoder, pooled as the linker pools (:func:`spacy_sapbert.encoding.pooling.pool`), and the loss is
 :class:`~.loss.SelfAlignmentLoss` over the batch.
 
 Several processes (GPUs or CPU workers) run through ``accelerate launch``; ``batch_size``
@@ -29,20 +29,20 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import torch
 
 from spacy_sapbert.errors import InputError
-from spacy_sapbert.pooling import check_pooling, pool
+from spacy_sapbert.encoding.pooling import check_pooling, pool
 
 from . import export
-from .basemodel import base_model_settings, fix_output_norm, load_base_model
+from ..common.basemodel import base_model_settings, fix_output_norm, load_base_model
 from .config import TrainConfig, resume_identity
 from .data import TrainingPairs
-from .hardware import make_accelerator
+from ..common.hardware import make_accelerator
 from .loss import SelfAlignmentLoss
-from .plan import BatchPlan
-from .progress import ProgressLog
-from .schedule import make_optimizer, make_scheduler
-from .signals import StopOnSignal
-from .runstate import CheckpointedRun, RunResult
-from .step import accumulated_step
+from ..common.plan import BatchPlan
+from ..common.progress import ProgressLog
+from ..common.schedule import make_optimizer, make_scheduler
+from ..common.signals import StopOnSignal
+from ..common.runstate import CheckpointedRun, RunResult
+from ..common.step import accumulated_step
 
 logger = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List
 
-from spacy_sapbert.settings import DEFAULT_LABEL_TO_TYPES
+from spacy_sapbert.linking.settings import DEFAULT_LABEL_TO_TYPES
 
-from ...selfalign.config import AMP_MODES, SCHEDULES, raise_first_failed
+from ...common.config import AMP_MODES, SCHEDULES, raise_first_failed
 
 RESUME_INVARIANTS = ("base_model", "max_pieces", "overlap", "batch_size", "grad_accum", "lr", "head_lr",
                      "weight_decay", "warmup_steps", "schedule", "max_grad_norm", "seed", "dropout", "amp",
@@ -46,7 +46,7 @@ class NerConfig:
     layers: int = 0
     """Keep only the base encoder's first ``layers`` transformer layers (0: all): a faster tagger."""
     shapes: bool = False
-    """Add word-shape classes to the KB-name features (:mod:`spacy_sapbert.tagger.features`); measured
+    """Add word-shape classes to the KB-name features (:mod:`spacy_sapbert.ner.features`); measured
     no better (README, NER), so off."""
     styles: List[str] = field(default_factory=list)
     """Names of the training sets' annotation styles, one per training file (empty: one file, no styles)."""

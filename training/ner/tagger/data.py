@@ -2,7 +2,7 @@
 
 The DocBin files are those ``sapbert ner-data`` writes for spaCy's NER (BC5CDR + NCBI train,
 BC5CDR dev), so both NER models learn from exactly the same annotation, missing marks included
-(:mod:`spacy_sapbert.tagger.tags`). The gazetteer is built here from the KB files, with the
+(:mod:`spacy_sapbert.ner.tags`). The gazetteer is built here from the KB files, with the
 pipeline's tokenizer, and saved beside the model.
 """
 from __future__ import annotations
@@ -17,11 +17,11 @@ from spacy.language import Language
 from spacy.tokens import Doc, DocBin
 
 from spacy_sapbert.errors import InputError
-from spacy_sapbert.kb_files import read_concepts
-from spacy_sapbert.tagger.gazetteer import Gazetteer, kb_label_names
-from spacy_sapbert.tagger.tagging import Tagging
-from spacy_sapbert.tagger.tags import IGNORE, TagScheme
-from spacy_sapbert.tagger.windows import Window
+from spacy_sapbert.kb.files import read_concepts
+from spacy_sapbert.ner.gazetteer import Gazetteer, kb_label_names
+from spacy_sapbert.ner.tagging import Tagging
+from spacy_sapbert.ner.tags import IGNORE, TagScheme
+from spacy_sapbert.ner.windows import Window
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]

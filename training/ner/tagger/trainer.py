@@ -1,6 +1,6 @@
 """The transformer NER's training loop, built from the self-alignment trainer's parts.
 
-A micro-batch is ``batch_size`` windows (:mod:`spacy_sapbert.tagger.windows`); the loss is
+A micro-batch is ``batch_size`` windows (:mod:`spacy_sapbert.ner.windows`); the loss is
 token-level cross-entropy at each scored token's first word piece (missing annotation ignored).
 From ``selfalign``: the accelerate set-up (bf16 autocast on CPUs with native bf16), the seeded
 data order (a resumed run sees the batches an uninterrupted one would), the warm-up schedule,
@@ -25,18 +25,18 @@ import spacy
 import torch
 
 from spacy_sapbert.errors import InputError
-from spacy_sapbert.modelfiles import resolve_model_path
-from spacy_sapbert.tagger import model as tagger_model
-from spacy_sapbert.tagger.features import n_features
-from spacy_sapbert.tagger.tagging import Tagging
-from spacy_sapbert.tagger.tags import IGNORE
+from spacy_sapbert.encoding.modelfiles import resolve_model_path
+from spacy_sapbert.ner import model as tagger_model
+from spacy_sapbert.ner.features import n_features
+from spacy_sapbert.ner.tagging import Tagging
+from spacy_sapbert.ner.tags import IGNORE
 
-from ...selfalign.hardware import make_accelerator
-from ...selfalign.plan import BatchPlan
-from ...selfalign.runstate import CheckpointedRun
-from ...selfalign.schedule import make_scheduler
-from ...selfalign.signals import StopOnSignal
-from ...selfalign.step import accumulated_step
+from ...common.hardware import make_accelerator
+from ...common.plan import BatchPlan
+from ...common.runstate import CheckpointedRun
+from ...common.schedule import make_scheduler
+from ...common.signals import StopOnSignal
+from ...common.step import accumulated_step
 from .config import DEFAULT_BASE, NerConfig, resume_identity
 from .data import build_gazetteer, examples, fingerprint, read_docbin, scheme_for, span_f1
 
@@ -199,14 +199,14 @@ class NerTrainer(CheckpointedRun):
             log.write(json.dumps(record) + "\n")
 
     def _check_output(self) -> None:
-        from spacy_sapbert.atomic import check_replaceable
+        from spacy_sapbert.util.atomic import check_replaceable
 
         check_replaceable(self.output, lambda p: (p / "sapbert_ner" / tagger_model.SETTINGS_FILE).is_file(),
                           "an NER pipeline (no sapbert_ner/tagger.json)", "Choose a new or empty --output.")
 
     def _export(self) -> Dict[str, Any]:
         """The best epoch's model as a float16 pipeline folder at ``output``."""
-        from spacy_sapbert.atomic import atomic_dir
+        from spacy_sapbert.util.atomic import atomic_dir
 
         best_dir = self.run_dir / "best"
         model, _, settings = tagger_model.load(best_dir)

@@ -1,0 +1,1 @@
+"""Text to vectors: the encoder, its compact BERT, backends, pooling and model folders."""

@@ -1,0 +1,84 @@
+"""Loading an encoder's weights and tokenizer with one of two backends.
+
+``native`` (:mod:`spacy_sapbert.encoding.bert`) computes a plain BERT with torch alone and never
+imports ``transformers``, which saves seconds when the default pipeline loads;
+``transformers`` runs anything else. The :class:`~spacy_sapbert.encoding.encoder.Encoder` picks one
+per model folder and loads through the functions here.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple, Union
+
+from spacy_sapbert.encoding.modelfiles import check_is_encoder
+from spacy_sapbert.errors import InputError
+
+BACKENDS = ("auto", "native", "transformers")
+
+
+def pick_backend(backend: Optional[str], location: Union[Path, str]) -> Tuple[str, Optional[Dict[str, Any]]]:
+    """``auto``: ``native`` for a local plain-BERT folder with safetensors weights and a
+    ``tokenizer.json`` (the default pipeline, MiniLM), ``transformers`` for anything else;
+    with the config.json it read for ``native`` (so it is read once)."""
+    backend = (backend or "auto").lower()
+    if backend not in BACKENDS:
+        raise InputError(f"unknown backend {backend!r}: use one of {BACKENDS}", field="backend")
+    if backend == "transformers":
+        return backend, None
+    reason = "not a local folder"
+    if isinstance(location, Path):
+        from spacy_sapbert.encoding import bert
+
+        try:
+            config = json.loads((location / "config.json").read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as err:
+            config, reason = None, f"config.json unreadable ({err})"
+        if isinstance(config, dict):
+            ok, reason = bert.supports(location, config)
+            if ok:
+                return "native", config
+    if backend == "native":
+        raise InputError(f"the native backend cannot run this model: {reason}", str(location), field="backend")
+    return "transformers", None
+
+
+def load_native(location: Path, config: Optional[Dict[str, Any]]) -> Tuple[Any, Any, Optional[int]]:
+    """(model, tokenizer, position limit) of a folder :func:`pick_backend` chose ``native`` for."""
+    from spacy_sapbert.encoding import bert
+
+    try:
+        model, tokenizer, config_dict = bert.load(location, config)
+    except (OSError, ValueError, KeyError, RuntimeError) as err:
+        raise InputError(f"cannot load the model ({err})", str(location)) from err
+    return model, tokenizer, config_dict.get("max_position_embeddings")
+
+
+def read_transformers_config(location: Union[Path, str], source: str) -> Any:
+    """The ``transformers`` config of a folder or hub name, checked to be a BERT-like encoder.
+
+    Read before the weights, so a wrong model (or setting) is refused before it is loaded."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(location)
+    except (OSError, ValueError, KeyError) as err:
+        if isinstance(location, Path):
+            raise InputError(f"cannot read the model config ({err})", location) from err
+        raise InputError(f"model {source!r} is neither a local folder (no such path) nor a Hugging "
+                         f"Face hub model available offline ({err.__class__.__name__}: {err})") from err
+    check_is_encoder(config, str(location))
+    return config
+
+
+def load_transformers(location: Union[Path, str], config: Any) -> Tuple[Any, Any]:
+    """(model, tokenizer) with ``transformers``; the weights in float32, whatever the file stores."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(location)
+        model = AutoModel.from_pretrained(location, config=config, dtype=torch.float32)
+    except (OSError, ValueError) as err:
+        raise InputError(f"cannot load the tokenizer/model ({err})", str(location)) from err
+    return model, tokenizer

@@ -1,0 +1,302 @@
+"""A compact BERT encoder for inference, loaded from a Hugging Face model folder.
+
+Importing ``transformers``' BERT model code costs about 3 s on a 2-core machine, more than
+everything else in loading the default pipeline together. For the architecture the linker
+ships (a plain BERT encoder: absolute positions, GELU, no cross-attention) this module
+computes the same ``last_hidden_state`` with ``torch`` alone, reads the weights from
+``model.safetensors`` and tokenizes with the ``tokenizers`` library from ``tokenizer.json``
+(the files ``save_pretrained`` writes). Parameter names are those of ``transformers.BertModel``,
+so a state dict, and with it :attr:`spacy_sapbert.encoding.encoder.Encoder.fingerprint`, is the same on
+both paths; the tests check the outputs against ``transformers`` too.
+
+:func:`supports` says whether a folder qualifies; anything else (other architectures, hub
+names, ``pytorch_model.bin`` only) goes through ``transformers``.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import torch
+from torch import nn
+
+WEIGHTS_FILE = "model.safetensors"
+TOKENIZER_FILE = "tokenizer.json"
+_PREFIXES = ("bert.", "model.")
+_IGNORED = ("embeddings.position_ids",)
+
+
+@dataclass(frozen=True)
+class BertSettings:
+    """The fields of a BERT ``config.json`` the forward pass needs."""
+
+    vocab_size: int
+    hidden_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    intermediate_size: int
+    max_position_embeddings: int
+    type_vocab_size: int
+    layer_norm_eps: float
+    pad_token_id: Optional[int]
+
+    @classmethod
+    def from_config(cls, config: Dict[str, Any]) -> "BertSettings":
+        return cls(
+            vocab_size=int(config["vocab_size"]), hidden_size=int(config["hidden_size"]),
+            num_hidden_layers=int(config["num_hidden_layers"]),
+            num_attention_heads=int(config["num_attention_heads"]),
+            intermediate_size=int(config["intermediate_size"]),
+            max_position_embeddings=int(config["max_position_embeddings"]),
+            type_vocab_size=int(config.get("type_vocab_size", 2)),
+            layer_norm_eps=float(config.get("layer_norm_eps", 1e-12)),
+            pad_token_id=config.get("pad_token_id"),
+        )
+
+
+def supports(folder: Path, config: Dict[str, Any]) -> Tuple[bool, str]:
+    """(True, "") when ``folder`` holds a BERT encoder this module computes exactly, else
+    (False, why)."""
+    if config.get("model_type") != "bert":
+        return False, f"model_type {config.get('model_type')!r} is not 'bert'"
+    if config.get("position_embedding_type", "absolute") != "absolute":
+        return False, f"position_embedding_type {config.get('position_embedding_type')!r}"
+    if config.get("hidden_act", "gelu") != "gelu":
+        return False, f"hidden_act {config.get('hidden_act')!r}"
+    if config.get("is_decoder") or config.get("add_cross_attention"):
+        return False, "a decoder / cross-attention model"
+    if config.get("hidden_size", 0) % max(1, config.get("num_attention_heads", 1)):
+        return False, "hidden_size not divisible by num_attention_heads"
+    for name in (WEIGHTS_FILE, TOKENIZER_FILE):
+        if not (folder / name).is_file():
+            return False, f"no {name}"
+    missing = [k for k in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                           "intermediate_size", "max_position_embeddings") if k not in config]
+    if missing:
+        return False, f"config.json lacks {missing}"
+    return True, ""
+
+
+class _Embeddings(nn.Module):
+    def __init__(self, s: BertSettings) -> None:
+        super().__init__()
+        self.word_embeddings = nn.Embedding(s.vocab_size, s.hidden_size, padding_idx=s.pad_token_id)
+        self.position_embeddings = nn.Embedding(s.max_position_embeddings, s.hidden_size)
+        self.token_type_embeddings = nn.Embedding(s.type_vocab_size, s.hidden_size)
+        self.LayerNorm = nn.LayerNorm(s.hidden_size, eps=s.layer_norm_eps)
+
+    def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)
+        x = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids) + \
+            self.position_embeddings(positions)[None]
+        return self.LayerNorm(x)
+
+
+class _SelfAttention(nn.Module):
+    def __init__(self, s: BertSettings) -> None:
+        super().__init__()
+        self.heads = s.num_attention_heads
+        self.query = nn.Linear(s.hidden_size, s.hidden_size)
+        self.key = nn.Linear(s.hidden_size, s.hidden_size)
+        self.value = nn.Linear(s.hidden_size, s.hidden_size)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        batch, length, width = x.shape
+
+        def heads(t: torch.Tensor) -> torch.Tensor:
+            return t.view(batch, length, self.heads, width // self.heads).transpose(1, 2)
+
+        out = nn.functional.scaled_dot_product_attention(heads(self.query(x)), heads(self.key(x)),
+                                                         heads(self.value(x)), attn_mask=mask)
+        return out.transpose(1, 2).reshape(batch, length, width)
+
+
+class _DenseNorm(nn.Module):
+    """BERT's ``*Output`` blocks: dense projection, residual, LayerNorm."""
+
+    def __init__(self, width_in: int, s: BertSettings) -> None:
+        super().__init__()
+        self.dense = nn.Linear(width_in, s.hidden_size)
+        self.LayerNorm = nn.LayerNorm(s.hidden_size, eps=s.layer_norm_eps)
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.dense(x) + residual)
+
+
+class _Attention(nn.Module):
+    def __init__(self, s: BertSettings) -> None:
+        super().__init__()
+        self.self = _SelfAttention(s)
+        self.output = _DenseNorm(s.hidden_size, s)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.output(self.self(x, mask), x)
+
+
+class _Intermediate(nn.Module):
+    def __init__(self, s: BertSettings) -> None:
+        super().__init__()
+        self.dense = nn.Linear(s.hidden_size, s.intermediate_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.gelu(self.dense(x))
+
+
+class _Layer(nn.Module):
+    def __init__(self, s: BertSettings) -> None:
+        super().__init__()
+        self.attention = _Attention(s)
+        self.intermediate = _Intermediate(s)
+        self.output = _DenseNorm(s.intermediate_size, s)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        x = self.attention(x, mask)
+        return self.output(self.intermediate(x), x)
+
+
+class _Stack(nn.Module):
+    def __init__(self, s: BertSettings) -> None:
+        super().__init__()
+        self.layer = nn.ModuleList(_Layer(s) for _ in range(s.num_hidden_layers))
+
+
+class _Pooler(nn.Module):
+    """Kept so the state dict (and the fingerprint) matches ``BertModel``'s; never run."""
+
+    def __init__(self, s: BertSettings) -> None:
+        super().__init__()
+        self.dense = nn.Linear(s.hidden_size, s.hidden_size)
+
+
+@dataclass
+class Output:
+    last_hidden_state: torch.Tensor
+
+
+class BertEncoder(nn.Module):
+    """``BertModel`` without the pooler's forward pass: token ids → last hidden states."""
+
+    def __init__(self, settings: BertSettings, config: Optional[Dict[str, Any]] = None) -> None:
+        super().__init__()
+        self.settings = settings
+        self.config = _ConfigView(config or {}, settings)
+        self.embeddings = _Embeddings(settings)
+        self.encoder = _Stack(settings)
+        self.pooler = _Pooler(settings)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: Optional[torch.Tensor] = None,
+                token_type_ids: Optional[torch.Tensor] = None) -> Output:
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        x = self.embeddings(input_ids, token_type_ids)
+        # boolean mask over keys (True = attend), broadcast over heads and queries: it fits
+        # whatever dtype autocast gives the attention inputs
+        mask = (attention_mask != 0)[:, None, None, :]
+        for layer in self.encoder.layer:
+            x = layer(x, mask)
+        return Output(last_hidden_state=x)
+
+    @classmethod
+    def from_folder(cls, folder: Path, config: Dict[str, Any]) -> "BertEncoder":
+        """Weights from ``folder/model.safetensors`` (float16/bfloat16 files are read into
+        float32); a missing or misshapen tensor is a ``ValueError`` naming it."""
+        from safetensors.torch import load_file
+
+        model = cls(BertSettings.from_config(config), config)
+        tensors = load_file(str(folder / WEIGHTS_FILE))
+        state = {}
+        for name, tensor in tensors.items():
+            for prefix in _PREFIXES:
+                if name.startswith(prefix):
+                    name = name[len(prefix):]
+            state[name] = tensor.float() if tensor.is_floating_point() else tensor
+        expected = model.state_dict()
+        unknown = [k for k in state if k not in expected and k not in _IGNORED and not k.startswith(("cls.", "lm_"))]
+        missing = [k for k in expected if k not in state]
+        if missing or unknown:
+            raise ValueError(f"{folder / WEIGHTS_FILE}: not a BertModel state dict (missing {missing[:5]}, "
+                             f"unexpected {unknown[:5]})")
+        for name, target in expected.items():
+            if tuple(state[name].shape) != tuple(target.shape):
+                raise ValueError(f"{folder / WEIGHTS_FILE}: {name} has shape {tuple(state[name].shape)}, "
+                                 f"config.json implies {tuple(target.shape)}")
+        model.load_state_dict({k: state[k] for k in expected})
+        return model.eval()
+
+
+class _ConfigView:
+    """What the encoder reads from ``model.config`` (``hidden_size``, ``max_position_embeddings``)."""
+
+    def __init__(self, config: Dict[str, Any], settings: BertSettings) -> None:
+        self._config = dict(config)
+        self.hidden_size = settings.hidden_size
+        self.max_position_embeddings = settings.max_position_embeddings
+
+    def to_dict(self) -> Dict[str, Any]:
+        return dict(self._config)
+
+
+class FastTokenizer:
+    """The subset of a Hugging Face fast tokenizer the encoder uses, on ``tokenizers`` alone."""
+
+    def __init__(self, folder: Path, pad_token_id: Optional[int]) -> None:
+        from tokenizers import Tokenizer
+
+        self.folder = folder
+        self._tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+        self._tokenizer.no_padding()
+        self._tokenizer.no_truncation()
+        self._max_length: Optional[int] = None
+        self.pad_token_id = pad_token_id if pad_token_id is not None else self._token_id(("[PAD]", "<pad>"))
+
+    def _token_id(self, candidates: Sequence[str]) -> Optional[int]:
+        for token in candidates:
+            found = self._tokenizer.token_to_id(token)
+            if found is not None:
+                return int(found)
+        return None
+
+    def get_vocab(self) -> Dict[str, int]:
+        return self._tokenizer.get_vocab(with_added_tokens=True)
+
+    def __call__(self, texts: List[str], truncation: bool = True, max_length: Optional[int] = None,
+                 add_special_tokens: bool = True) -> Dict[str, List[List[int]]]:
+        limit = max_length if truncation else None
+        if limit != self._max_length:
+            if limit is None:
+                self._tokenizer.no_truncation()
+            else:
+                self._tokenizer.enable_truncation(max_length=int(limit))
+            self._max_length = limit
+        encodings = self._tokenizer.encode_batch(texts, add_special_tokens=add_special_tokens)
+        return {"input_ids": [e.ids for e in encodings]}
+
+    def word_pieces(self, words: Sequence[str]) -> List[List[int]]:
+        """Word-piece ids of each word on its own (no special tokens, never truncated): what a token
+        tagger needs to score a pre-tokenised text word by word."""
+        if self._max_length is not None:
+            self._tokenizer.no_truncation()
+            self._max_length = None
+        return [e.ids for e in self._tokenizer.encode_batch(list(words), add_special_tokens=False)]
+
+    def special_ids(self) -> Tuple[int, int]:
+        """(start, end) token ids around one sequence: [CLS] and [SEP] for BERT vocabularies."""
+        start, end = self._token_id(("[CLS]", "<s>")), self._token_id(("[SEP]", "</s>"))
+        if start is None or end is None:
+            raise ValueError(f"{self.folder / TOKENIZER_FILE}: no [CLS]/[SEP] (or <s>/</s>) token")
+        return start, end
+
+
+def load(folder: Path, config: Optional[Dict[str, Any]] = None) -> Tuple[BertEncoder, FastTokenizer, Dict[str, Any]]:
+    """(model, tokenizer, config dict) of a folder :func:`supports`; ``config`` is its
+    config.json when the caller has read it already."""
+    if config is None:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    model = BertEncoder.from_folder(folder, config)
+    tokenizer = FastTokenizer(folder, config.get("pad_token_id"))
+    return model, tokenizer, config
+

@@ -1,0 +1,294 @@
+"""Encoder: a Hugging Face encoder turned into a function from names to unit vectors.
+
+Everything that embeds text (training, indexing, queries) goes through this class so
+that pooling, truncation and normalisation are the same everywhere; an index built with
+one setting and queried with another would silently give worse links. The settings that
+change the vectors (pooling, max length) travel with the model folder in
+``sapbert.json`` and are part of :attr:`Encoder.fingerprint`.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import numpy as np
+
+from spacy_sapbert.encoding.backends import BACKENDS, load_native, load_transformers, pick_backend, read_transformers_config
+from spacy_sapbert.encoding.modelfiles import MINILM_ALIASES, SETTINGS_FILE, TOKENIZER_FILES, read_settings, resolve_model_path
+from spacy_sapbert.encoding.pooling import POOLINGS, check_pooling, pool
+from spacy_sapbert.encoding.st_files import write_sentence_transformers_files
+from spacy_sapbert.errors import InputError
+from spacy_sapbert.util.devices import DTYPE_ALIASES, DTYPE_CHOICES, check_dtype, cpu_has_native_bf16, resolve_device
+
+logger = logging.getLogger(__name__)
+
+# Re-exported: other modules import these from here.
+__all__ = ["BACKENDS", "DEFAULT_BATCH_SIZE", "DEFAULT_MAX_LENGTH", "DTYPE_CHOICES", "Encoder", "MINILM_ALIASES",
+           "POOLINGS", "SETTINGS_FILE", "check_dtype", "cpu_has_native_bf16", "read_settings", "resolve_model_path"]
+
+PathLike = Union[str, Path]
+DEFAULT_MAX_LENGTH = 25
+DEFAULT_BATCH_SIZE = 256
+
+
+class Encoder:
+    """Texts → L2-normalised float32 vectors with a Hugging Face encoder.
+
+    Batches are sorted by token length so that little padding is computed and inference runs
+    under ``torch.inference_mode``. Precision (``dtype``): ``auto`` is float16 weights on a GPU,
+    bf16 autocast on a CPU that computes bf16 natively (AMX / AVX512-BF16; the weights stay
+    float32), float32 elsewhere. The weights, and so :attr:`fingerprint`, do not depend on it
+    on CPU: an index built in float32 serves bf16 queries.
+    """
+
+    def __init__(
+        self,
+        model: PathLike,
+        pooling: Optional[str] = None,
+        max_length: Optional[int] = None,
+        device: str = "auto",
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        dtype: Optional[str] = None,
+        backend: str = "auto",
+    ) -> None:
+        from spacy_sapbert.util.threads import protect_forks
+
+        protect_forks()  # nlp.pipe(n_process=N) forks after torch has run: see threads.py
+        check_dtype(dtype)  # now, not after a model was loaded for nothing
+        self.source = str(model)
+        location = resolve_model_path(model)
+        settings = read_settings(location)
+        self._recorded_source = str(settings.get("source") or self.source)
+        """What :meth:`save` records as the source: the one a saved folder already names, so that
+        re-saving a loaded model (a pipeline's ``to_disk``) keeps it rather than a local path."""
+        self.backend, native_config = pick_backend(backend, location)
+        """``native`` (:mod:`spacy_sapbert.encoding.bert`, no ``transformers`` import) or ``transformers``."""
+        config: Any = None
+        if self.backend == "native":
+            assert isinstance(location, Path)
+            self.model, self.tokenizer, limit = load_native(location, native_config)
+        else:  # the config only: settings and device are checked before the weights load
+            config = read_transformers_config(location, self.source)
+            limit = getattr(config, "max_position_embeddings", None)
+        self.pooling = check_pooling(pooling or settings.get("pooling") or "cls")
+        self.max_length = _check_max_length(int(max_length or settings.get("max_length") or DEFAULT_MAX_LENGTH), limit)
+        if batch_size < 1:
+            raise InputError(f"batch_size must be positive, got {batch_size}", field="batch_size")
+        self.batch_size = int(batch_size)
+        self.device = resolve_device(device)
+        if config is not None:
+            self.model, self.tokenizer = load_transformers(location, config)
+        if self.tokenizer.pad_token_id is None:
+            raise InputError("the tokenizer has no padding token", str(location))
+        self.model.eval()
+        self.weights_dtype = str(settings.get("weights_dtype", "float32"))
+        """Precision of the weights as stored (float16 for the shipped default); ``save`` keeps it."""
+        self._fingerprint_cache: Optional[tuple] = None
+        self._load_fingerprint: Optional[str] = None
+        self._place(dtype)
+        logger.info("encoder %s: pooling=%s max_length=%d device=%s dtype=%s", self.source, self.pooling,
+                    self.max_length, self.device, self.dtype)
+
+    # -- precision ------------------------------------------------------------------
+    def _place(self, dtype: Optional[str]) -> None:
+        """Set :attr:`dtype` and :attr:`autocast`, then move the model to its device in that precision."""
+        import torch
+
+        self.dtype = self._pick_dtype(dtype)
+        self.autocast = self.dtype == "bfloat16" and self.device == "cpu"
+        """CPU bf16: the weights stay float32 and the forward pass runs under bf16 autocast."""
+        if self.dtype != "float32" and not self.autocast:
+            # Half-precision weights hash differently; the model is the one we loaded.
+            self._load_fingerprint = self._compute_fingerprint()
+            self.model.to(getattr(torch, self.dtype))
+        self.model.to(self.device)
+
+    def _pick_dtype(self, dtype: Optional[str]) -> str:
+        """``auto``: float16 on a GPU, bf16 autocast on a CPU with native bf16, float32 elsewhere.
+        (``cpu_has_native_bf16`` is looked up in this module, where tests replace it.)"""
+        on_gpu = self.device.startswith("cuda")
+        key = check_dtype(dtype)
+        if key == "auto":
+            if on_gpu:
+                return "float16"
+            return "bfloat16" if self.device == "cpu" and cpu_has_native_bf16() else "float32"
+        if on_gpu or key == "float32":
+            return key
+        if key == "bfloat16" and self.device == "cpu":
+            if not cpu_has_native_bf16():
+                logger.warning("this CPU has no native bf16 (AMX / AVX512-BF16): bf16 autocast is emulated and "
+                               "slower than float32")
+            return key
+        logger.warning("dtype %s is used on GPU only (bfloat16 also on CPU); encoding in float32 on %s", key,
+                       self.device)
+        return "float32"
+
+    # -- settings -------------------------------------------------------------------
+    @property
+    def dim(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    @property
+    def settings(self) -> Dict[str, Any]:
+        """What ``sapbert.json`` records: everything besides the weights that shapes a vector."""
+        return {"pooling": self.pooling, "max_length": self.max_length}
+
+    # -- identity -------------------------------------------------------------------
+    @property
+    def fingerprint(self) -> str:
+        """A hash of the weights, the vocabulary, pooling and max length.
+
+        An index stores it; loading the index with another encoder is then an error
+        rather than wrong links. It follows in-place weight updates (training) through
+        the tensors' version counters, so it is recomputed only when weights changed.
+        """
+        if self._load_fingerprint is not None:
+            return self._load_fingerprint
+        versions = (sum(p._version for p in self.model.parameters()), self.pooling, self.max_length)
+        if self._fingerprint_cache is None or self._fingerprint_cache[0] != versions:
+            self._fingerprint_cache = (versions, self._compute_fingerprint())
+        return self._fingerprint_cache[1]
+
+    def _compute_fingerprint(self) -> str:
+        digest = hashlib.sha256()
+        digest.update(json.dumps(self.settings, sort_keys=True).encode())
+        vocab = sorted(self.tokenizer.get_vocab().items())
+        digest.update(json.dumps(vocab, ensure_ascii=False).encode("utf-8"))
+        for name, tensor in sorted(self.model.state_dict().items()):
+            array = tensor.detach().to("cpu").float().contiguous().numpy()
+            digest.update(f"{name}:{tuple(array.shape)}".encode())
+            digest.update(array.tobytes())
+        return digest.hexdigest()[:16]
+
+    # -- encoding -------------------------------------------------------------------
+    def encode(self, texts: Sequence[str], batch_size: Optional[int] = None, show_progress: bool = False,
+               normalize: bool = True) -> np.ndarray:
+        """Unit-length float32 vectors, one row per text, in input order (with ``normalize=False``
+        the raw pooled vectors, which SapBERT's own evaluation ranks by inner product).
+
+        Texts longer than ``max_length`` tokens are truncated (names rarely are; a long
+        mention keeps its head words). An empty string encodes as ``[CLS] [SEP]``.
+        """
+        import torch
+        from tqdm.auto import tqdm
+
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        if not all(isinstance(t, str) for t in texts):
+            raise InputError("encode() takes strings only")
+        batch_size = int(batch_size or self.batch_size)
+        ids: List[List[int]] = self.tokenizer(texts, truncation=True, max_length=self.max_length,
+                                              add_special_tokens=True)["input_ids"]
+        order = sorted(range(len(texts)), key=lambda i: len(ids[i]), reverse=True)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        pad = int(self.tokenizer.pad_token_id)
+        starts = range(0, len(order), batch_size)
+        bar = tqdm(starts, total=len(starts), desc="encoding", unit="batch", disable=not show_progress)
+        with torch.inference_mode():
+            for start in bar:
+                rows = order[start:start + batch_size]
+                width = max(len(ids[i]) for i in rows)
+                input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
+                mask = torch.zeros((len(rows), width), dtype=torch.long)
+                for j, i in enumerate(rows):
+                    input_ids[j, : len(ids[i])] = torch.tensor(ids[i], dtype=torch.long)
+                    mask[j, : len(ids[i])] = 1
+                vectors = self._forward(input_ids.to(self.device), mask.to(self.device), normalize)
+                out[rows] = vectors
+        return out
+
+    def _forward(self, input_ids: Any, mask: Any, normalize: bool = True) -> np.ndarray:
+        import torch
+
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast):
+            hidden = self.model(input_ids=input_ids, attention_mask=mask).last_hidden_state.float()
+        pooled = pool(hidden, mask, self.pooling)
+        if normalize:
+            pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
+        return pooled.cpu().numpy().astype(np.float32, copy=False)
+
+    # -- files ----------------------------------------------------------------------
+    def round_weights(self, dtype: str = "float16") -> None:
+        """Round the weights to ``dtype`` in place (they stay float32 tensors), so that
+        saving them in ``dtype`` loses nothing: an index built after this matches the
+        model loaded back from the compact file."""
+        import torch
+
+        if self.dtype != "float32" and not self.autocast:
+            raise InputError("round_weights needs a float32 encoder (it runs on CPU before saving)", field="dtype")
+        target = getattr(torch, DTYPE_ALIASES[dtype])
+        with torch.no_grad():
+            for tensor in self.model.state_dict().values():
+                if tensor.is_floating_point():
+                    tensor.copy_(tensor.to(target).float())
+        self.weights_dtype = DTYPE_ALIASES[dtype]
+
+    def save(self, folder: PathLike, weights_dtype: Optional[str] = None) -> Path:
+        """Write an HF model folder (safetensors) with ``sapbert.json`` and sentence-transformers'
+        module files (:mod:`~spacy_sapbert.encoding.st_files`) beside it. Weights are
+        stored in ``weights_dtype`` (default: as loaded or rounded, float32 otherwise); a
+        half-precision file is written only from weights that it represents exactly."""
+        import torch
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        stored = DTYPE_ALIASES.get(str(weights_dtype or self.weights_dtype).lower())
+        if stored is None:
+            raise InputError(f"unknown weights_dtype {weights_dtype!r}", field="weights_dtype")
+        state = {k: v.detach().float().cpu() for k, v in self.model.state_dict().items()}
+        if stored != "float32":
+            target = getattr(torch, stored)
+            for name, tensor in state.items():
+                if tensor.is_floating_point() and not torch.equal(tensor.to(target).float(), tensor):
+                    raise InputError(f"weight {name} is not exactly representable in {stored}; call "
+                                     f"round_weights({stored!r}) first (and rebuild any index)", field="weights_dtype")
+            state = {k: v.to(target) if v.is_floating_point() else v for k, v in state.items()}
+        if self.backend == "native":
+            self._save_native(folder, state)
+        else:
+            self.model.save_pretrained(folder, state_dict=state)
+            self.tokenizer.save_pretrained(folder)
+        settings = dict(self.settings, fingerprint=self.fingerprint, source=self._recorded_source, dim=self.dim,
+                        weights_dtype=stored)
+        (folder / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
+        # so that SentenceTransformer(folder) encodes as we do; outside the fingerprint (see the module)
+        write_sentence_transformers_files(folder, self.pooling, self.max_length, self.dim)
+        return folder
+
+    def _save_native(self, folder: Path, state: Dict[str, Any]) -> None:
+        """The files ``save_pretrained`` would write: safetensors weights, config.json and the
+        tokenizer files of the folder the model came from. config.json says ``dtype: float32``
+        whatever the file stores, as ``save_pretrained`` of our float32 model does: it is the
+        precision to compute in, and code that loads with dtype "auto" (``SentenceTransformer``,
+        ``AutoModel`` in transformers 5) would otherwise run half-precision weights in half
+        precision, on a CPU too, and give other vectors than the encoder."""
+        import shutil
+
+        from safetensors.torch import save_file
+
+        save_file({k: v.contiguous() for k, v in state.items()}, str(folder / "model.safetensors"),
+                  metadata={"format": "pt"})
+        config = self.model.config.to_dict()
+        config["dtype"] = "float32"
+        config.pop("torch_dtype", None)
+        (folder / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        source = self.tokenizer.folder
+        for name in TOKENIZER_FILES:
+            if (source / name).is_file() and (source / name).resolve() != (folder / name).resolve():
+                shutil.copyfile(source / name, folder / name)
+
+    def __repr__(self) -> str:
+        return (f"Encoder({self.source!r}, pooling={self.pooling!r}, max_length={self.max_length}, "
+                f"device={self.device!r}, dtype={self.dtype!r}, backend={self.backend!r})")
+
+
+def _check_max_length(max_length: int, limit: Optional[int]) -> int:
+    """``max_length`` when the model's position embeddings reach that far (and it leaves room for a word)."""
+    if max_length < 3 or (isinstance(limit, int) and max_length > limit):
+        raise InputError(f"max_length {max_length} outside 3..{limit} (the model's position limit)",
+                         field="max_length")
+    return max_length

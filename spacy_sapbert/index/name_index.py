@@ -1,0 +1,305 @@
+"""NameIndex: every normalised KB name, encoded once, in a FAISS inner-product index.
+
+The kinds of index (``flat``, ``hnsw``, ``ivfpq``, ``pq``) and what each is for are in
+:mod:`spacy_sapbert.index.kinds`; the files of a saved index in :mod:`spacy_sapbert.index.files`.
+
+A saved index is tied to the model and the KB it was built from: ``manifest.json``
+records both fingerprints and :meth:`NameIndex.load` refuses a different encoder or KB,
+because a stale index does not fail, it just links wrongly.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from spacy_sapbert.encoding.encoder import Encoder
+from spacy_sapbert.errors import InputError
+from spacy_sapbert.index.files import (FORMAT_VERSION, INDEX_FILE, MANIFEST, RERANK_FILE, IndexFiles, check_save_target,
+                          is_index_folder, read_index_folder, write_index_folder)
+from spacy_sapbert.index.kinds import (INDEX_KINDS, RowFilter, check_kind, configure_search, filtered_search, make_faiss_index,
+                          plain_search, promote_rows, rerank_exact)
+from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+
+logger = logging.getLogger(__name__)
+
+PathLike = Union[str, Path]
+Tables = Tuple[List[str], List[str], np.ndarray]
+"""(distinct names, distinct concept IDs, rows): row ``i`` is (name number, concept number)."""
+
+class IndexMismatchError(InputError):
+    """A saved index was built with another model or KB than the one it is loaded with."""
+
+
+class NameIndex:
+    """Row ``i`` of the FAISS index is the pair (``names[i]``, ``concept_ids[i]``).
+
+    A name shared by several concepts is encoded once and gets one row per concept, so a
+    search returns every concept that has the name.
+    """
+
+    def __init__(self, index: Any, names: List[str], concept_ids: List[str], manifest: Dict[str, Any]) -> None:
+        if index.ntotal != len(names) or len(names) != len(concept_ids):
+            raise ValueError(f"index has {index.ntotal} rows but {len(names)} names / {len(concept_ids)} concept IDs")
+        self.index = index
+        self.names = names
+        self.concept_ids = concept_ids
+        self.manifest = manifest
+        self._tables: Optional[Tables] = None
+        self._rows_of_name: Optional[Dict[str, np.ndarray]] = None
+        self.rerank_vectors: Optional[np.ndarray] = None
+        """float16 (names, dim) for exact re-ranking (``params["rerank"] > 0``), memory-mapped once saved."""
+        configure_search(self.index, str(manifest.get("kind", "")), manifest.get("params", {}))
+
+    @classmethod
+    def _from_tables(cls, faiss_index: Any, tables: Tables, manifest: Dict[str, Any]) -> "NameIndex":
+        unique_names, concepts, rows = tables
+        index = cls(faiss_index, [unique_names[i] for i in rows[:, 0]], [concepts[i] for i in rows[:, 1]], manifest)
+        index._tables = tables
+        return index
+
+    # -- building -----------------------------------------------------------------
+    @classmethod
+    def build(
+        cls,
+        kb: KnowledgeBase,
+        encoder: Encoder,
+        kind: str = "flat",
+        show_progress: bool = True,
+        batch_size: Optional[int] = None,
+        **params: int,
+    ) -> "NameIndex":
+        """Encode every distinct normalised name of ``kb`` once and index the vectors.
+
+        ``batch_size`` is names per encoder forward pass (the encoder's own by default).
+        ``params`` tune the approximate kinds: ``hnsw_m``, ``ef_construction``,
+        ``ef_search`` (HNSW); ``nlist``, ``pq_m``, ``pq_bits``, ``nprobe`` (IVF-PQ);
+        ``pq_m``, ``pq_bits`` (PQ); ``rerank`` (IVF-PQ, PQ); unset ones are derived from
+        the number of names.
+        """
+        check_kind(kind)
+        tables = _name_rows(kb)
+        unique_names, concepts, rows = tables
+        logger.info("encoding %d names (%d concepts, %d rows) of KB %r with %s", len(unique_names), len(concepts),
+                    len(rows), kb.name, encoder.source)
+        started = time.perf_counter()
+        vectors = encoder.encode(unique_names, batch_size=batch_size, show_progress=show_progress)
+        encode_seconds = time.perf_counter() - started
+        row_vectors = np.ascontiguousarray(vectors[rows[:, 0]])
+        faiss_index, params_used = make_faiss_index(kind, encoder.dim, row_vectors, params)
+        faiss_index.add(row_vectors)
+        del row_vectors
+        seconds = time.perf_counter() - started
+        names_per_second = len(unique_names) / max(encode_seconds, 1e-9)
+        logger.info("index built in %.1f s (%.0f names/s encoding)", seconds, names_per_second)
+        manifest = {
+            "format_version": FORMAT_VERSION, "kind": kind, "params": params_used, "dim": encoder.dim,
+            "rows": int(len(rows)), "names": len(unique_names), "concepts": len(concepts),
+            "model_fingerprint": encoder.fingerprint, "model": encoder.source, "encoder_settings": encoder.settings,
+            "kb_fingerprint": kb.fingerprint(), "kb_name": kb.name,
+            "build": {"seconds": round(seconds, 3), "encode_seconds": round(encode_seconds, 3),
+                      "names_per_second": round(names_per_second, 1), "device": encoder.device,
+                      "dtype": encoder.dtype},
+        }
+        index = cls._from_tables(faiss_index, tables, manifest)
+        if params_used.get("rerank"):
+            index.rerank_vectors = vectors.astype(np.float16)
+        return index
+
+    def vectors(self) -> np.ndarray:
+        """The stored vectors, one per row: exact for flat and HNSW; float16-rounded for a
+        compressed index with ``rerank`` (other compressed indexes keep codes only)."""
+        if self.rerank_vectors is not None:
+            return np.asarray(self.rerank_vectors[self._compact_tables()[2][:, 0]], dtype=np.float32)
+        if self.kind not in ("flat", "hnsw"):
+            raise InputError(f"a {self.kind} index keeps compressed codes, not its vectors; convert from a flat index",
+                             field="kind")
+        return self.index.reconstruct_n(0, self.index.ntotal)
+
+    def convert(self, kind: str, **params: int) -> "NameIndex":
+        """The same rows in an index of another ``kind``, from this index's exact vectors
+        (no name is encoded again): e.g. a flat index → the compact ``pq`` one that ships."""
+        check_kind(kind)
+        vectors = np.ascontiguousarray(self.vectors(), dtype=np.float32)
+        started = time.perf_counter()
+        faiss_index, params_used = make_faiss_index(kind, self.dim, vectors, params)
+        faiss_index.add(vectors)
+        manifest = dict(self.manifest, kind=kind, params=params_used)
+        manifest["build"] = dict(self.manifest.get("build", {}), converted_from=self.kind,
+                                 convert_seconds=round(time.perf_counter() - started, 3))
+        index = type(self)(faiss_index, list(self.names), list(self.concept_ids), manifest)
+        index._tables = self._tables
+        if params_used.get("rerank"):
+            # every row of a name holds the same vector: take each name's first row
+            _, first_row = np.unique(self._compact_tables()[2][:, 0], return_index=True)
+            index.rerank_vectors = vectors[first_row].astype(np.float16)
+        return index
+
+    # -- searching ----------------------------------------------------------------
+    def __len__(self) -> int:
+        return int(self.index.ntotal)
+
+    @property
+    def dim(self) -> int:
+        return int(self.index.d)
+
+    @property
+    def kind(self) -> str:
+        return str(self.manifest["kind"])
+
+    @property
+    def exact_scores(self) -> bool:
+        """Whether :meth:`search` gives exact cosines (flat, HNSW, or re-ranked from stored vectors)."""
+        return self.kind in ("flat", "hnsw") or self.rerank_vectors is not None
+
+    @property
+    def model_fingerprint(self) -> str:
+        return str(self.manifest["model_fingerprint"])
+
+    @property
+    def kb_fingerprint(self) -> str:
+        return str(self.manifest["kb_fingerprint"])
+
+    def search(self, vectors: np.ndarray, k: int, rows: Optional[RowFilter] = None,
+               texts: Optional[Sequence[str]] = None) -> Tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` rows per query: scores (n, k) float32 best first, rows (n, k) int64.
+
+        ``rows`` restricts the search to some rows (:meth:`row_mask`): the best ``k`` of
+        those, however far down the unrestricted ranking they are (see
+        :mod:`~spacy_sapbert.index.kinds`). Missing hits (``k`` larger than the index or the
+        allowed rows) have row -1 and score ``-inf``.
+
+        ``texts``, the normalised strings the query vectors encode: the rows of a name equal to
+        the query's text are scored exactly and ranked first. Their vector is the query's own,
+        so the cosine is ``q·q``, which a compressed index's codes only approximate (a PQ code
+        scores an exact match ~0.87, and a near name of another concept can beat it). Equal
+        scores (the rows of a name several concepts share) come last row first in every kind,
+        as FAISS's exact search returns them, so a compressed index breaks those ties alike.
+        """
+        if k < 1:
+            raise InputError(f"k must be positive, got {k}", field="k")
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[1] != self.dim:
+            raise InputError(f"query vectors must have shape (n, {self.dim}), got {vectors.shape}")
+        if rows is not None and len(rows) != len(self):
+            raise InputError(f"the row filter covers {len(rows)} rows but the index has {len(self)}", field="rows")
+        if len(vectors) == 0:
+            return np.zeros((0, k), dtype=np.float32), np.zeros((0, k), dtype=np.int64)
+        params = self.manifest.get("params", {})
+        rerank = int(params.get("rerank", 0)) if self.rerank_vectors is not None else 0
+        if rows is None:
+            scores, found = plain_search(self.index, self.kind, params, vectors, max(k, rerank))
+        else:
+            scores, found = filtered_search(self.index, self.kind, params, vectors, max(k, rerank), rows)
+        scores = scores.astype(np.float32, copy=False)
+        found = found.astype(np.int64, copy=False)
+        if rerank:
+            name_of_row = self._compact_tables()[2][:, 0]
+            scores, found = rerank_exact(vectors, found, lambda r: self.rerank_vectors[name_of_row[r]], k)
+        if texts is not None:
+            scores, found = self._score_own_names(vectors, texts, scores, found, k, rows)
+        scores[found < 0] = -np.inf
+        # rows of one name score the same (one vector): last row first, as FAISS's exact search
+        # returns such ties, so that every kind (and a promoted name) breaks them alike
+        order = np.lexsort((-found, -scores), axis=-1)
+        return np.take_along_axis(scores, order, axis=1), np.take_along_axis(found, order, axis=1)
+
+    def _score_own_names(self, vectors: np.ndarray, texts: Sequence[str], scores: np.ndarray, found: np.ndarray,
+                         k: int, rows: Optional[RowFilter]) -> Tuple[np.ndarray, np.ndarray]:
+        if len(texts) != len(vectors):
+            raise InputError(f"{len(texts)} texts for {len(vectors)} query vectors", field="texts")
+        if self._rows_of_name is None:
+            names, _, table = self._compact_tables()
+            order = np.argsort(table[:, 0], kind="stable")
+            starts = np.searchsorted(table[order, 0], np.arange(len(names) + 1))
+            self._rows_of_name = {name: order[starts[i]:starts[i + 1]] for i, name in enumerate(names)}
+        own = [self._rows_of_name.get(text) for text in texts]
+        if rows is not None:
+            own = [None if r is None else r[rows.mask[r]] for r in own]
+        exact = np.einsum("nd,nd->n", vectors, vectors)
+        return promote_rows(scores, found, own, exact, k)
+
+    def row_mask(self, allowed: Callable[[str], bool]) -> np.ndarray:
+        """One bool per row: whether ``allowed(concept_id)`` holds for the row's concept (asked
+        once per concept, not per name), for a :class:`RowFilter`."""
+        _, concepts, rows = self._compact_tables()
+        keep = np.fromiter((bool(allowed(cid)) for cid in concepts), dtype=bool, count=len(concepts))
+        return keep[rows[:, 1]]
+
+    # -- checks -------------------------------------------------------------------
+    def check(self, encoder: Optional[Encoder] = None, kb: Optional[KnowledgeBase] = None,
+              where: Optional[PathLike] = None) -> None:
+        """Raise :class:`IndexMismatchError` unless ``encoder``/``kb`` are the ones the index was built with."""
+        where = where if where is not None else "<index>"
+        if encoder is not None:
+            if encoder.dim != self.dim:
+                raise IndexMismatchError(f"index vectors have {self.dim} dimensions but the encoder {encoder.source!r} "
+                                         f"makes {encoder.dim}; rebuild the index with this model", where, field="dim")
+            if encoder.fingerprint != self.model_fingerprint:
+                raise IndexMismatchError(
+                    f"index was built with model {self.manifest.get('model')!r} (fingerprint {self.model_fingerprint}, "
+                    f"settings {self.manifest.get('encoder_settings')}) but the encoder given is {encoder.source!r} "
+                    f"(fingerprint {encoder.fingerprint}, settings {encoder.settings}); rebuild the index "
+                    "(sapbert index build) with this model", where, field="model_fingerprint")
+        if kb is not None and kb.fingerprint() != self.kb_fingerprint:
+            raise IndexMismatchError(
+                f"index was built from KB {self.manifest.get('kb_name')!r} (fingerprint {self.kb_fingerprint}) but the "
+                f"KB given is {kb.name!r} (fingerprint {kb.fingerprint()}); rebuild the index (sapbert index build) "
+                "with this KB", where, field="kb_fingerprint")
+
+    # -- files --------------------------------------------------------------------
+    def save(self, folder: PathLike) -> Path:
+        """Write the index to ``folder``, replacing an index saved there before; never a
+        folder that holds anything else (see :func:`~spacy_sapbert.index.files.write_index_folder`:
+        a save killed at any moment leaves the old index or the new one)."""
+        check_save_target(folder)
+        files = IndexFiles(self.index, *self._compact_tables(), manifest=self.manifest,
+                           rerank_vectors=self.rerank_vectors)
+        return write_index_folder(folder, files)
+
+    def _compact_tables(self) -> Tables:
+        if self._tables is None:
+            self._tables = _tables(self.names, self.concept_ids)
+        return self._tables
+
+    @classmethod
+    def load(cls, folder: PathLike, encoder: Optional[Encoder] = None,
+             kb: Optional[KnowledgeBase] = None) -> "NameIndex":
+        """Open a saved index; with ``encoder``/``kb`` given, check that they are the ones it was built with."""
+        files = read_index_folder(folder)
+        index = cls._from_tables(files.faiss_index, (files.unique_names, files.concepts, files.rows), files.manifest)
+        index.rerank_vectors = files.rerank_vectors
+        index.check(encoder, kb, where=Path(folder) / MANIFEST)
+        return index
+
+    def __repr__(self) -> str:
+        return (f"NameIndex(kind={self.kind!r}, rows={len(self)}, dim={self.dim}, "
+                f"kb={self.manifest.get('kb_name')!r}, model={self.manifest.get('model')!r})")
+
+
+def _name_rows(kb: KnowledgeBase) -> Tables:
+    """The rows to index: every (normalised name, concept) pair of ``kb``, names and concepts numbered."""
+    pairs = [(name, cid) for name, cid in kb.name_concept_pairs() if name]
+    if not pairs:
+        raise InputError(f"knowledge base {kb.name!r} has no names to index ({len(kb)} concepts; every name is "
+                         "empty after normalisation)" if len(kb) else
+                         f"knowledge base {kb.name!r} is empty: no concepts, no names to index")
+    return _tables([name for name, _ in pairs], [cid for _, cid in pairs])
+
+
+def _tables(names: List[str], concept_ids: List[str]) -> Tables:
+    unique_names = list(dict.fromkeys(names))
+    concepts = list(dict.fromkeys(concept_ids))
+    name_number = {n: i for i, n in enumerate(unique_names)}
+    concept_number = {c: i for i, c in enumerate(concepts)}
+    rows = np.array([(name_number[n], concept_number[c]) for n, c in zip(names, concept_ids)],
+                    dtype=np.int32).reshape(-1, 2)
+    return unique_names, concepts, rows
+
+
+__all__ = ["NameIndex", "IndexMismatchError", "RowFilter",
+           "INDEX_KINDS", "FORMAT_VERSION", "MANIFEST", "INDEX_FILE", "RERANK_FILE",
+           "is_index_folder", "check_save_target", "make_faiss_index", "rerank_exact"]

@@ -1,0 +1,224 @@
+"""KnowledgeBase: the concepts a linker links to, found by ID (any of a concept's equivalent
+IDs) and by normalised name.
+
+A concept is a :class:`~spacy_sapbert.kb.concept.Concept` (scispaCy's ``Entity``); KB files are
+scispaCy's JSONL (:mod:`spacy_sapbert.kb.files`). :meth:`KnowledgeBase.resolve` finds a
+concept by any of its ``|``-joined IDs, or by the whole joined string (what ``span.kb_id_`` holds).
+
+A KB file holds one record per concept: a ``concept_id`` that appears twice is an error
+naming both lines, since a silent merge would hide a broken export. Building a KB in
+code merges records of one concept on purpose, and counts them
+(:attr:`KnowledgeBase.merged_records`) so a build can report the merges.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Union
+
+from spacy_sapbert.errors import InputError
+from spacy_sapbert.kb.concept import ID_SEPARATOR, Concept, id_problem, merge_concepts, ordered_union
+from spacy_sapbert.kb.files import KB_FIELDS, kb_name_of, read_concepts, write_jsonl
+from spacy_sapbert.kb.ids import normalize_curie
+from spacy_sapbert.kb.normalize import normalize
+
+logger = logging.getLogger(__name__)
+
+PathLike = Union[str, Path]
+MAX_PAIRS_PER_CONCEPT = 50
+
+
+def pair_count(n_names: int) -> int:
+    """Positive pairs the trainer takes from a concept with ``n_names`` distinct names."""
+    return min(n_names * (n_names - 1) // 2, MAX_PAIRS_PER_CONCEPT)
+
+
+@dataclass(frozen=True)
+class KBStats:
+    concepts: int
+    names: int
+    concepts_with_synonyms: int
+    positive_pairs: int
+
+    def as_dict(self) -> Dict[str, int]:
+        return {
+            "concepts": self.concepts,
+            "names": self.names,
+            "concepts_with_2plus_names": self.concepts_with_synonyms,
+            "positive_pairs": self.positive_pairs,
+        }
+
+
+class KnowledgeBase:
+    """Concept lookup by ID, and normalised alias → concept IDs.
+
+    Records with the same ``concept_id`` are merged (:func:`merge_concepts`), so a KB can
+    be built from several sources in any order and comes out the same for the same order;
+    :attr:`merged_records` counts them, for the build report.
+    """
+
+    def __init__(self, concepts: Iterable[Concept] = (), name: str = "") -> None:
+        self.name = name
+        self._concepts: Dict[str, Concept] = {}
+        self._id_to_concept: Dict[str, str] = {}
+        self._alias_index: Optional[Dict[str, List[str]]] = None
+        self._fingerprint: Optional[str] = None
+        #: records merged into a concept added before them (same concept_id)
+        self.merged_records = 0
+        for concept in concepts:
+            self.add(concept)
+
+    # -- building -----------------------------------------------------------------
+    def add(self, concept: Concept) -> None:
+        """Add ``concept``, merging it into an existing concept with the same ``concept_id``."""
+        problem = id_problem(concept.concept_id)
+        if problem is not None:
+            raise ValueError(f"concept_id {problem}: {concept!r}")
+        if not isinstance(concept.canonical_name, str) or not concept.canonical_name.strip():
+            raise ValueError(f"concept without a canonical name: {concept!r}")
+        existing = self._concepts.get(concept.concept_id)
+        if existing is None:
+            concept = Concept(
+                concept.concept_id,
+                concept.canonical_name,
+                [a for a in ordered_union(concept.aliases) if a != concept.canonical_name],
+                ordered_union(concept.types),
+                concept.definition or None,
+            )
+        else:
+            concept = merge_concepts(existing, concept)
+            self.merged_records += 1
+        self._concepts[concept.concept_id] = concept
+        for cid in concept.ids:
+            self._id_to_concept.setdefault(cid, concept.concept_id)
+        self._alias_index = None
+        self._fingerprint = None
+
+    # -- lookup ---------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._concepts)
+
+    def __iter__(self) -> Iterator[Concept]:
+        return iter(self._concepts.values())
+
+    def __contains__(self, concept_id: object) -> bool:
+        return concept_id in self._concepts
+
+    def __getitem__(self, concept_id: str) -> Concept:
+        return self._concepts[concept_id]
+
+    def get(self, concept_id: str) -> Optional[Concept]:
+        return self._concepts.get(concept_id)
+
+    def resolve(self, any_id: str) -> Optional[Concept]:
+        """The concept that carries ``any_id`` as its primary or an equivalent ID.
+
+        ``any_id`` may be a joined ID (``D012174|OMIM:268000``, what ``span.kb_id_`` holds):
+        the whole string is tried first, then each ``|``-separated part in order. Each is
+        looked up as written, then in the canonical spelling of
+        :func:`~spacy_sapbert.kb.ids.normalize_curie` (``MESH:D012174`` → ``D012174``).
+        """
+        if not isinstance(any_id, str):
+            return None
+        candidates = [any_id]
+        if ID_SEPARATOR in any_id:
+            candidates.extend(any_id.split(ID_SEPARATOR))
+        for candidate in candidates:
+            concept = self._resolve_one(candidate.strip())
+            if concept is not None:
+                return concept
+        return None
+
+    def _resolve_one(self, cid: str) -> Optional[Concept]:
+        if not cid:
+            return None
+        for key in (cid, _canonical_id(cid)):
+            if key is None:
+                continue
+            if key in self._concepts:  # a concept whose whole ID this is wins over one that lists it
+                return self._concepts[key]
+            owner = self._id_to_concept.get(key)
+            if owner is not None:
+                return self._concepts[owner]
+        return None
+
+    @property
+    def alias_to_concepts(self) -> Dict[str, List[str]]:
+        """Normalised name → concept IDs (in KB order)."""
+        if self._alias_index is None:
+            index: Dict[str, List[str]] = defaultdict(list)
+            for name, cid in self.name_concept_pairs():
+                index[name].append(cid)
+            self._alias_index = dict(index)
+        return self._alias_index
+
+    @staticmethod
+    def normalized_names(concept: Concept) -> List[str]:
+        return ordered_union(normalize(n) for n in concept.names)
+
+    def name_concept_pairs(self) -> Iterator[Tuple[str, str]]:
+        """Every distinct (normalised name, concept ID), in KB order: what an index encodes."""
+        for concept in self._concepts.values():
+            for name in self.normalized_names(concept):
+                yield name, concept.concept_id
+
+    # -- summaries ------------------------------------------------------------------
+    def stats(self) -> KBStats:
+        names = with_syn = pairs = 0
+        for concept in self._concepts.values():
+            n = len(self.normalized_names(concept))
+            names += n
+            with_syn += n >= 2
+            pairs += pair_count(n)
+        return KBStats(len(self._concepts), names, with_syn, pairs)
+
+    def fingerprint(self) -> str:
+        """A content hash, independent of record order: what an index is tied to (computed
+        once; adding a concept recomputes it)."""
+        if self._fingerprint is not None:
+            return self._fingerprint
+        digest = hashlib.sha256()
+        for cid in sorted(self._concepts):
+            digest.update(json.dumps(self._concepts[cid].to_dict(), sort_keys=True, ensure_ascii=False).encode("utf-8"))
+            digest.update(b"\n")
+        self._fingerprint = digest.hexdigest()[:16]
+        return self._fingerprint
+
+    # -- files ----------------------------------------------------------------------
+    def to_jsonl(self, path: PathLike) -> Path:
+        """Write scispaCy's JSONL (gzip-compressed when the name ends in ``.gz``), atomically:
+        a crash leaves the old file or the complete new one (:func:`~spacy_sapbert.kb.files.write_jsonl`)."""
+        return write_jsonl(self._concepts.values(), path)
+
+    @classmethod
+    def from_jsonl(cls, path: PathLike, name: Optional[str] = None) -> "KnowledgeBase":
+        """Read scispaCy's KB format: JSONL (``.jsonl``/``.jsonl.gz``) or a JSON list (``.json``)."""
+        path = Path(path)
+        if not path.is_file():
+            raise InputError("knowledge base file not found", path)
+        kb = cls(name=name if name is not None else kb_name_of(path))
+        first_line: Dict[str, int] = {}
+        for line_no, concept in read_concepts(path):
+            first = first_line.setdefault(concept.concept_id, line_no)
+            if first != line_no:
+                raise InputError(f"duplicate concept_id {concept.concept_id!r} (first at line {first}); a KB file "
+                                 "holds one record per concept: merge the two records or remove one",
+                                 path, line_no, "concept_id")
+            kb.add(concept)
+        return kb
+
+
+def _canonical_id(cid: str) -> Optional[str]:
+    """``cid`` in this project's canonical spelling (:mod:`spacy_sapbert.kb.ids` holds the ID grammar), or None."""
+    try:
+        return normalize_curie(cid)
+    except ValueError:  # a known prefix with a malformed local part: no such concept
+        return None
+
+
+__all__ = ["Concept", "ID_SEPARATOR", "KB_FIELDS", "KBStats", "KnowledgeBase", "MAX_PAIRS_PER_CONCEPT", "merge_concepts",
+           "pair_count"]

@@ -1,0 +1,1 @@
+"""Mention strings to ranked KB concepts, without spaCy: the first stage, settings, type filter, calibration."""

@@ -1,0 +1,160 @@
+"""The transformer NER model: a BERT encoder, a gazetteer-feature embedding, a linear tag head.
+
+The gazetteer embedding is added to the encoder's embedding output and starts at zero, so
+training begins from the unchanged encoder and learns how much each KB-match state is worth.
+Saved as a plain folder: ``model.safetensors`` (encoder weights under their ``BertModel`` names,
+plus ``gazetteer_embed.weight``, ``head.weight``, ``head.bias``), the encoder's ``config.json``
+and ``tokenizer.json``, and ``tagger.json`` (tags, feature settings); loaded with
+:mod:`spacy_sapbert.encoding.bert`, so inference needs no ``transformers`` import.
+
+Trained with its word-piece table frozen, the NER keeps the table of the encoder it started
+from: in the default pipeline, the linker's. There the NER is saved without it (half its
+weights) and takes it from the linker's encoder when loaded, after checking its digest.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+from torch import nn
+
+from spacy_sapbert.encoding import bert
+from spacy_sapbert.ner.windows import Window
+
+PathLike = Union[str, Path]
+SETTINGS_FILE = "tagger.json"
+FORMAT = 1
+
+
+class TokenTagger(nn.Module):
+    """Word pieces (+ gazetteer features) → tag scores at the requested piece positions."""
+
+    def __init__(self, encoder: bert.BertEncoder, n_tags: int, n_features: int, dropout: float = 0.1) -> None:
+        super().__init__()
+        width = encoder.settings.hidden_size
+        self.encoder = encoder
+        self.gazetteer_embed = nn.Embedding(max(n_features, 1), width)
+        nn.init.zeros_(self.gazetteer_embed.weight)
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(width, n_tags)
+
+    def forward(self, input_ids: torch.Tensor, features: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Scores (batch × pieces × tags)."""
+        enc = self.encoder
+        x = enc.embeddings(input_ids, torch.zeros_like(input_ids)) + self.gazetteer_embed(features)
+        mask = (attention_mask != 0)[:, None, None, :]
+        for layer in enc.encoder.layer:
+            x = layer(x, mask)
+        return self.head(self.dropout(x))
+
+
+def collate(windows: Sequence[Window], pad_id: int, device: Union[str, torch.device] = "cpu"
+            ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(input_ids, features, attention_mask), padded to the longest window."""
+    width = max(len(w.input_ids) for w in windows)
+    ids = torch.full((len(windows), width), pad_id, dtype=torch.long)
+    feats = torch.zeros((len(windows), width), dtype=torch.long)
+    mask = torch.zeros((len(windows), width), dtype=torch.long)
+    for row, w in enumerate(windows):
+        ids[row, :len(w.input_ids)] = torch.tensor(w.input_ids)
+        feats[row, :len(w.features)] = torch.tensor(w.features)
+        mask[row, :len(w.input_ids)] = 1
+    return ids.to(device), feats.to(device), mask.to(device)
+
+
+WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
+SHARED_KEY = "word_embeddings"
+"""tagger.json entry of a model saved without its word-piece table: ``{"from": PIPE, "sha256": …}``."""
+
+
+def table_digest(weight: torch.Tensor) -> str:
+    """sha256 of a word-piece table as float16 (the precision both shipped models store)."""
+    import hashlib
+
+    return hashlib.sha256(weight.detach().cpu().half().contiguous().numpy().tobytes()).hexdigest()
+
+
+def save(model: TokenTagger, tokenizer_folder: Path, tags: Sequence[str], folder: PathLike,
+         dtype: torch.dtype = torch.float32, extra: Dict[str, Any] = None, shared_from: Optional[str] = None) -> Path:
+    """Write the model folder (see the module docstring); ``dtype`` float16 for shipping. With
+    ``shared_from`` (a pipe name), the word-piece table is left out and ``tagger.json`` says which
+    pipe's encoder holds it (:func:`load` checks the digest)."""
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    state = {}
+    for name, tensor in model.state_dict().items():
+        name = name[len("encoder."):] if name.startswith("encoder.") else name
+        if shared_from is not None and name == WORD_EMBEDDINGS:
+            extra = {**(extra or {}), SHARED_KEY: {"from": shared_from, "sha256": table_digest(tensor)}}
+            continue
+        tensor = tensor.detach().cpu()
+        state[name] = (tensor.to(dtype) if tensor.is_floating_point() else tensor).contiguous()
+    save_file(state, str(folder / bert.WEIGHTS_FILE), metadata={"format": "pt"})
+    (folder / "config.json").write_text(json.dumps(model.encoder.config.to_dict(), indent=2), encoding="utf-8")
+    if tokenizer_folder.resolve() != folder.resolve():
+        shutil.copyfile(tokenizer_folder / bert.TOKENIZER_FILE, folder / bert.TOKENIZER_FILE)
+    settings = {"format": FORMAT, "tags": list(tags), "n_features": model.gazetteer_embed.num_embeddings,
+                **(extra or {})}
+    (folder / SETTINGS_FILE).write_text(json.dumps(settings, indent=2), encoding="utf-8")
+    return folder
+
+
+def read_settings(folder: PathLike) -> Dict[str, Any]:
+    """``tagger.json`` of a model folder, its format checked."""
+    path = Path(folder) / SETTINGS_FILE
+    settings = json.loads(path.read_text(encoding="utf-8"))
+    if settings.get("format") != FORMAT:
+        raise ValueError(f"{path}: format {settings.get('format')!r}, expected {FORMAT}")
+    return settings
+
+
+def load(folder: PathLike, word_embeddings: Optional[torch.Tensor] = None
+         ) -> Tuple[TokenTagger, bert.FastTokenizer, Dict[str, Any]]:
+    """(model in eval mode, tokenizer, tagger.json) from a folder :func:`save` wrote; a model saved
+    with ``shared_from`` needs the table, ``word_embeddings``, from that pipe's encoder."""
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    settings = read_settings(folder)
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    encoder = bert.BertEncoder(bert.BertSettings.from_config(config), config)
+    model = TokenTagger(encoder, len(settings["tags"]), int(settings["n_features"]))
+    tensors = load_file(str(folder / bert.WEIGHTS_FILE))
+    state = {(k if k.startswith(("gazetteer_embed.", "head.")) else f"encoder.{k}"): v.float()
+             if v.is_floating_point() else v for k, v in tensors.items()}
+    shared = settings.get(SHARED_KEY)
+    if shared is not None:
+        if word_embeddings is None or table_digest(word_embeddings) != shared["sha256"]:
+            raise ValueError(f"{folder / SETTINGS_FILE}: the word-piece table is shared with the "
+                             f"{shared['from']!r} pipe's encoder, and " +
+                             ("none was given" if word_embeddings is None else "the one given differs"))
+        state[f"encoder.{WORD_EMBEDDINGS}"] = word_embeddings.detach().float().cpu()
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise ValueError(f"{folder / bert.WEIGHTS_FILE}: not a tagger state dict (missing {missing[:5]}, "
+                         f"unexpected {unexpected[:5]})")
+    return model.eval(), bert.FastTokenizer(folder, config.get("pad_token_id")), settings
+
+
+def from_encoder(folder: PathLike, tags: Sequence[str], n_features: int, layers: int = 0
+                 ) -> Tuple[TokenTagger, bert.FastTokenizer]:
+    """A new tagger on a pretrained BERT folder (the project's encoder, or MiniLM's); ``layers`` > 0
+    keeps only the encoder's first ``layers`` layers (a faster tagger; the config says so)."""
+    import dataclasses
+
+    encoder, tokenizer, config = bert.load(Path(folder))
+    if 0 < layers < encoder.settings.num_hidden_layers:
+        encoder.encoder.layer = encoder.encoder.layer[:layers]
+        encoder.settings = dataclasses.replace(encoder.settings, num_hidden_layers=layers)
+        encoder.config = bert._ConfigView({**config, "num_hidden_layers": layers}, encoder.settings)
+    return TokenTagger(encoder.train(), len(tags), n_features), tokenizer
+
+
+def scores_at(logits: torch.Tensor, windows: Sequence[Window]) -> List[torch.Tensor]:
+    """Per window, the rows of ``logits`` at its core tokens' first pieces."""
+    return [logits[row, w.positions] for row, w in enumerate(windows)]

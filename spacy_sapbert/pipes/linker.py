@@ -1,0 +1,305 @@
+"""The ``sapbert_linker`` spaCy pipe: entity spans → :class:`~spacy_sapbert.linking.linker.Linker`.
+
+Found by spaCy through the ``spacy_factories`` entry point, so
+``nlp.add_pipe("sapbert_linker", config={"kb": "kbs/medic.jsonl.gz"})`` needs no import.
+Its settings, their defaults and what each accepts are :class:`~spacy_sapbert.linking.settings.LinkerSettings`.
+The model and KB named in the config are loaded on first use (or by ``nlp.initialize()``),
+so adding the pipe is cheap; a pipeline saved with ``nlp.to_disk`` carries its own encoder,
+KB and index (:mod:`spacy_sapbert.pipes.linker_parts`) and never reads the configured paths again.
+
+Each span gets ``span._.<extension>`` = ``[(concept_id, score), …]`` (scispaCy's
+``kb_ents`` shape) and, when a concept passes the threshold, ``span.kb_id_``. A span's label
+picks the KB types it may link to (``label_to_types``; by default a DISEASE span links to
+diseases and phenotypes only), also when it is a short form linked through its long form.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import spacy.util
+from spacy.language import Language
+from spacy.pipeline import Pipe
+from spacy.tokens import Doc, Span, SpanGroup
+
+from spacy_sapbert.linking.calibration import Calibration
+from spacy_sapbert.pipes.abbreviations import abbreviation_pairs
+from spacy_sapbert.pipes.linker_parts import (CFG_FILE, ENCODER_DIR, INDEX_DIR, KB_FILE, RERANKER_DIR, cfg_calibration,
+                              configured_parts, configured_reranking, read_cfg, save_reranker, saved_encoder,
+                              write_cfg)
+from spacy_sapbert.encoding.encoder import Encoder
+from spacy_sapbert.errors import InputError
+from spacy_sapbert.index.name_index import NameIndex
+from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+from spacy_sapbert.linking.linker import Candidates, Linker
+from spacy_sapbert.linking.rerank.stage import ContextReranking
+from spacy_sapbert.pipes.linker_config import ensure_extension, setting_attributes, settings_signature
+from spacy_sapbert.linking.settings import (DEFAULT_CONFIG, FACTORY_DEFAULT_CONFIG, LIVE_SETTINGS, SETTING_RULES, LinkerSettings,
+                       SettingError, check_setting, check_settings)
+from spacy_sapbert.util.threads import protect_forks
+
+logger = logging.getLogger(__name__)
+
+PACKAGE_REQUIREMENT = "spacy-sapbert>=0.1.0,<0.2.0"
+
+
+@setting_attributes
+class SapBertLinker(Pipe):
+    """Links the spans of ``doc.ents`` (or ``doc.spans[spans_key]``) to KB concepts.
+
+    ``pipe.settings`` is the one :class:`LinkerSettings` the pipe and its linker follow; each
+    setting but model, kb and index is also an attribute (``pipe.threshold``), and assigning
+    one goes through :meth:`configure`.
+    """
+
+    def __init__(self, nlp: Language, name: str = "sapbert_linker", **settings: Any) -> None:
+        # first, before anything is set or loaded: a bad setting is reported as the pipe is added
+        self._settings = LinkerSettings.from_config(settings, owner=name)
+        protect_forks()  # before any fork of nlp.pipe(n_process=N), whether or not the encoder ran yet
+        self.name = name
+        self.vocab = nlp.vocab
+        self._linker: Optional[Linker] = None
+        self._reranking: Optional[ContextReranking] = None
+        self._warned_missing_group = False
+        ensure_extension(self._settings.extension)
+
+    # -- settings -------------------------------------------------------------------
+    @property
+    def settings(self) -> LinkerSettings:
+        """The linker's once it is loaded (so a change made through ``pipe.linker`` shows here), the pipe's before."""
+        return self._linker.settings if self._linker is not None else self._settings
+
+    def configure(self, **changes: Any) -> None:
+        """Change settings, checked as when the pipe is added. Once the encoder, KB and index
+        are loaded, only the settings the linker follows (``LIVE_SETTINGS``) may change: the
+        others would be ignored, so they are refused."""
+        before = self.settings
+        settings = before.replace(self.name, **changes)
+        fixed = [key for key in changes if key not in LIVE_SETTINGS and getattr(settings, key) != getattr(before, key)]
+        if fixed and self._linker is not None:
+            raise InputError(f"{self.name}: {', '.join(fixed)} cannot change once the encoder, KB and index are "
+                             "loaded; set it in the config instead (spacy.load(..., config={...}))", field=fixed[0])
+        if settings.extension != before.extension:
+            ensure_extension(settings.extension)
+        if settings.spans_key != before.spans_key:
+            self._warned_missing_group = False
+        self._settings = settings
+        if self._reranking is not None:
+            self._reranking.max_gap = settings.rerank_max_gap
+        if self._linker is not None:
+            self._linker.settings = settings
+            if settings.label_to_types != before.label_to_types:
+                self._linker.label_types()  # a label whose types the KB lacks is warned about now
+
+    # -- the linker, built on first use ---------------------------------------------
+    @property
+    def linker(self) -> Linker:
+        """The :class:`Linker`; built from the configured model and KB the first time it is needed."""
+        if self._linker is None:
+            return self._adopt(Linker(*configured_parts(self.settings, self.name), settings=self.settings))
+        return self._linker
+
+    def _adopt(self, linker: Linker) -> Linker:
+        """Link with ``linker``; a label whose types its KB lacks is reported now, at load."""
+        linker.label_types()
+        self._linker = linker
+        return linker
+
+    @property
+    def reranking(self) -> Optional[ContextReranking]:
+        """The second stage (:mod:`spacy_sapbert.linking.rerank.stage`): the context re-ranker the ``rerank``
+        setting names (loaded on first use, saved with the pipe), or None."""
+        if self._reranking is None and self.settings.rerank is not None:
+            self._reranking = configured_reranking(self.settings, self.linker.kb)
+        return self._reranking
+
+    @property
+    def calibration(self) -> Optional[Calibration]:
+        """What turns scores into probabilities (:mod:`spacy_sapbert.linking.calibration`); saved with the
+        pipe. With one, ``kb_ents`` scores and ``threshold`` are probabilities of being right."""
+        return self.linker.calibration
+
+    @calibration.setter
+    def calibration(self, calibration: Optional[Calibration]) -> None:
+        self.linker.calibration = calibration
+
+    @property
+    def is_ready(self) -> bool:
+        return self._linker is not None
+
+    @property
+    def kb(self) -> KnowledgeBase:
+        return self.linker.kb
+
+    @property
+    def encoder(self) -> Encoder:
+        return self.linker.encoder
+
+    @property
+    def index(self) -> NameIndex:
+        return self.linker.index
+
+    def use(self, encoder: Encoder, kb: KnowledgeBase, index: NameIndex) -> "SapBertLinker":
+        """Link with an encoder, KB and index built elsewhere (the index is checked against both),
+        instead of loading the configured ones; ``nlp.to_disk`` then saves these."""
+        self._adopt(Linker(encoder, kb, index, settings=self.settings))
+        return self
+
+    def initialize(self, get_examples: Optional[Callable[[], Iterable[Any]]] = None, *,
+                   nlp: Optional[Language] = None) -> None:
+        """Load the model and KB and build the index now rather than on the first document.
+        A linker that is already loaded (``spacy.load``) is left as it is."""
+        _ = self.reranking, self.linker
+
+    # -- processing: spaCy's predict / set_annotations contract ------------------------
+    def __call__(self, doc: Doc) -> Doc:
+        self.set_annotations([doc], self.predict([doc]))
+        return doc
+
+    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 128) -> Iterator[Doc]:
+        """Link the spans of ``batch_size`` documents at a time, so that mentions repeated
+        across documents are encoded once and the encoder sees full batches."""
+        error_handler = self.get_error_handler()
+        for docs in spacy.util.minibatch(stream, size=batch_size):
+            try:
+                self.set_annotations(docs, self.predict(docs))
+            except Exception as err:  # spaCy's contract: the error handler decides
+                error_handler(self.name, self, docs, err)
+                continue
+            yield from docs
+
+    def predict(self, docs: Iterable[Doc]) -> List[List[Candidates]]:
+        """Candidates per span per document, without touching the documents; the spans of
+        all documents go to the linker together (one encoder pass for the batch), each
+        restricted to the KB types of its label (``label_to_types``), then, with a re-ranker,
+        to the second stage (one cross-encoder pass for the spans it re-ranks)."""
+        queries_per_doc = [self._queries(doc) for doc in docs]
+        flat = [query for _, queries, _ in queries_per_doc for query in queries]
+        results: List[Candidates] = []
+        if flat:  # no spans: nothing loaded
+            types = self.linker.types_for([label for _, _, labels in queries_per_doc for label in labels])
+            reranking = self.reranking
+            results = self.linker.link(flat, types) if reranking is None else reranking.link(
+                self.linker, [span for spans, _, _ in queries_per_doc for span in spans], flat, types)
+        out, offset = [], 0
+        for _, queries, _ in queries_per_doc:
+            out.append(results[offset:offset + len(queries)])
+            offset += len(queries)
+        return out
+
+    def set_annotations(self, docs: Iterable[Doc], predictions: Sequence[Sequence[Candidates]]) -> None:
+        """Write what :meth:`predict` returned for ``docs``: ``span._.<extension>`` and, for
+        spans with a concept, ``span.kb_id_``."""
+        docs = list(docs)
+        if len(docs) != len(predictions):
+            raise ValueError(f"{len(predictions)} predictions for {len(docs)} documents")
+        for doc, results in zip(docs, predictions):
+            self._annotate(doc, results)
+
+    def spans(self, doc: Doc) -> Sequence[Span]:
+        """The spans this pipe links: ``doc.ents``, or ``doc.spans[spans_key]`` (none if absent:
+        logged once, since a misspelt or unset group otherwise looks like "no entities")."""
+        spans_key = self.settings.spans_key
+        if spans_key is None:
+            return doc.ents
+        if spans_key in doc.spans:
+            return doc.spans[spans_key]
+        if not self._warned_missing_group:
+            self._warned_missing_group = True
+            groups = sorted(doc.spans)
+            logger.warning("%s: spans_key %r names a span group that this doc does not have (%s), so none of its "
+                           "spans are linked; set spans_key to the group your span pipe writes, or to null to link "
+                           "doc.ents (warned once per pipe)", self.name, spans_key,
+                           f"its groups: {groups}" if groups else "it has no span groups")
+        return []
+
+    def _queries(self, doc: Doc) -> Tuple[List[Span], List[str], List[str]]:
+        """The spans, and the text to link per span: an abbreviation's long form when the span is a short form
+        (found at the span's offsets, else by its text), the span's text otherwise; and the
+        span's label, which sets the types searched, the short form's own when its long form
+        is linked (the long form may be no entity at all, or labelled otherwise)."""
+        spans = list(self.spans(doc))
+        labels = [span.label_ for span in spans]
+        if not self.settings.resolve_abbreviations:
+            return spans, [span.text for span in spans], labels
+        long_forms: Dict[Any, str] = {}
+        for short, long_form in abbreviation_pairs(doc):
+            long_forms.setdefault((short.start_char, short.end_char), long_form)
+            long_forms.setdefault(short.text, long_form)
+        texts = [long_forms.get((s.start_char, s.end_char)) or long_forms.get(s.text) or s.text for s in spans]
+        return spans, texts, labels
+
+    def _annotate(self, doc: Doc, results: Sequence[Candidates]) -> None:
+        settings = self.settings
+        spans = list(self.spans(doc))
+        if len(spans) != len(results):
+            raise ValueError(f"{len(results)} results for {len(spans)} spans")
+        if settings.set_kb_id and any(results):
+            # doc.ents and span groups hand out copies: kb_id is written by replacing the spans.
+            relabelled = [Span(doc, s.start, s.end, label=s.label, kb_id=r[0][0] if r else s.kb_id, span_id=s.id)
+                          for s, r in zip(spans, results)]
+            if settings.spans_key is None:
+                doc.set_ents(relabelled, default="unmodified")
+                spans = list(doc.ents)
+            else:
+                group = doc.spans[settings.spans_key]
+                doc.spans[settings.spans_key] = SpanGroup(doc, name=group.name, attrs=dict(group.attrs),
+                                                          spans=relabelled)
+                spans = list(doc.spans[settings.spans_key])
+        for span, result in zip(spans, results):
+            span._.set(settings.extension, list(result))
+
+    # -- files (the other settings are in the pipeline's config.cfg) -------------------
+    def to_disk(self, path: Any, *, exclude: Iterable[str] = tuple()) -> None:
+        """Save the encoder, KB, index and re-ranker (the parts; see :mod:`.component_parts`) but
+        those in ``exclude``."""
+        linker, reranking = self.linker, self.reranking
+        Path(path).mkdir(parents=True, exist_ok=True)
+        serializers: Dict[str, Callable[[Path], Any]] = {
+            CFG_FILE: lambda p: write_cfg(p, linker.kb, linker.calibration),
+            ENCODER_DIR: linker.encoder.save,
+            KB_FILE: linker.kb.to_jsonl,
+            INDEX_DIR: linker.index.save,
+            RERANKER_DIR: lambda p: save_reranker(p, reranking),
+        }
+        spacy.util.to_disk(path, serializers, exclude)
+
+    def from_disk(self, path: Any, *, exclude: Iterable[str] = tuple()) -> "SapBertLinker":
+        """Load the saved parts but those in ``exclude``, which are kept from the loaded linker
+        or, without one, come from the settings as on first use. The index is checked against
+        the model and KB it is used with."""
+        read: Dict[str, Any] = {}
+        readers: Dict[str, Callable[[Path], None]] = {
+            CFG_FILE: lambda p: read.update(cfg=read_cfg(p, self.name), calibration_file=p),
+            ENCODER_DIR: lambda p: read.update(encoder=saved_encoder(p, self.settings)),
+            KB_FILE: lambda p: read.update(kb=KnowledgeBase.from_jsonl(p, name=read.get("cfg", {}).get("kb_name"))),
+            INDEX_DIR: lambda p: read.update(index=NameIndex.load(p, encoder=read.get("encoder"), kb=read.get("kb"))),
+            RERANKER_DIR: lambda p: read.update(reranker=p if p.is_dir() else None),
+        }
+        spacy.util.from_disk(path, readers, exclude)
+        parts = {part: read[part] if part in read else getattr(self._linker, part, None)
+                 for part in ("encoder", "kb", "index")}
+        calibration = (cfg_calibration(read["cfg"], read["calibration_file"]) if "cfg" in read
+                       else getattr(self._linker, "calibration", None))
+        linker = self._adopt(Linker(*configured_parts(self.settings, self.name, **parts), settings=self.settings,
+                                    calibration=calibration))
+        if read.get("reranker"):
+            self._reranking = configured_reranking(self.settings, linker.kb, read["reranker"])
+        return self
+
+
+@Language.factory("sapbert_linker", default_config=FACTORY_DEFAULT_CONFIG,
+                  assigns=["span._.kb_ents", "token.ent_kb_id"])
+@settings_signature(SapBertLinker)
+def make_sapbert_linker(nlp: Language, name: str, **settings: Any) -> SapBertLinker:
+    """The pipe, with the settings of :class:`LinkerSettings` (README "Usage"), checked now."""
+    pipe = SapBertLinker(nlp, name, **settings)
+    requirements = nlp.meta.setdefault("requirements", [])
+    if not any(str(r).startswith("spacy-sapbert") for r in requirements):
+        requirements.append(PACKAGE_REQUIREMENT)  # so that `spacy package` depends on us
+    return pipe
+
+
+__all__: Tuple[str, ...] = ("SapBertLinker", "make_sapbert_linker", "LinkerSettings", "DEFAULT_CONFIG",
+                            "SETTING_RULES", "SettingError", "check_setting", "check_settings")

@@ -1,0 +1,82 @@
+"""How :class:`~spacy_sapbert.linking.settings.LinkerSettings` become the ``sapbert_linker`` pipe's spaCy surface.
+
+Three things spaCy and users touch, each derived from the one settings class so that a new
+setting needs no second edit: the factory's signature (spaCy checks a config against it),
+``pipe.<setting>`` attributes (reads and checked assignments), and the writable span
+extension the pipe writes its candidates to.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import typing
+from typing import Any, Callable, Optional
+
+from spacy.language import Language
+from spacy.tokens import Span
+
+from spacy_sapbert.errors import InputError
+from spacy_sapbert.linking.settings import DEFAULT_CONFIG, RENAMED_SETTINGS, SETTING_RULES, LinkerSettings
+
+PART_SETTINGS = ("model", "kb", "index")
+"""Settings that name where the parts come from; ``pipe.kb``/``pipe.index`` are the loaded parts,
+so these are read as ``pipe.settings.kb``."""
+
+
+class _Setting:
+    """``pipe.<setting>``: reads ``pipe.settings``; an assignment goes through ``pipe.configure``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, pipe: Any, owner: Any = None) -> Any:
+        return self if pipe is None else getattr(pipe.settings, self.name)
+
+    def __set__(self, pipe: Any, value: Any) -> None:
+        pipe.configure(**{self.name: value})
+
+
+def setting_attributes(cls: type) -> type:
+    """Make each setting of :class:`LinkerSettings` but those of :data:`PART_SETTINGS` an attribute of ``cls``."""
+    for name in SETTING_RULES:
+        if name not in PART_SETTINGS:
+            setattr(cls, name, _Setting(name))
+    return cls
+
+
+def ensure_extension(name: str) -> None:
+    """Register ``span._.<name>`` (default ``[]``) unless a writable one exists; refuse a getter or method."""
+    if not Span.has_extension(name):
+        Span.set_extension(name, default=[])
+        return
+    default, method, getter, setter = Span.get_extension(name)
+    if getter is not None and setter is None or method is not None:
+        raise InputError(f"Span extension {name!r} exists and is not writable (a getter or method); "
+                         "pick another `extension` name", field="extension")
+
+
+def settings_signature(returns: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a factory a signature naming every setting: spaCy checks a config against its
+    factory's signature (an unnamed key is an error), and the settings are named once, in
+    :class:`LinkerSettings`. Renamed keys of older configs are named too, null when absent.
+    A dict-valued setting is annotated ``Any``: spaCy's own check of a nested type would refuse
+    ``{"DISEASE": "Disease"}`` with a pydantic message before the setting's rule could name it."""
+
+    def decorate(factory: Callable[..., Any]) -> Callable[..., Any]:
+        hints = dict(typing.get_type_hints(LinkerSettings))
+        hints.update({key: Any for key, value in DEFAULT_CONFIG.items() if isinstance(value, dict)})
+        keyword = inspect.Parameter.KEYWORD_ONLY
+        params = [inspect.Parameter("nlp", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Language),
+                  inspect.Parameter("name", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str)]
+        params += [inspect.Parameter(f.name, keyword, default=DEFAULT_CONFIG[f.name], annotation=hints[f.name])
+                   for f in dataclasses.fields(LinkerSettings)]
+        params += [inspect.Parameter(old, keyword, default=None, annotation=Optional[hints[new]])
+                   for old, (new, _) in RENAMED_SETTINGS.items()]
+        factory.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
+        factory.__annotations__ = {p.name: p.annotation for p in params}
+        return factory
+
+    return decorate
+
+
+__all__ = ["PART_SETTINGS", "ensure_extension", "setting_attributes", "settings_signature"]

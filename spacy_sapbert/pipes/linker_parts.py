@@ -1,0 +1,124 @@
+"""Where a ``sapbert_linker`` pipe's encoder, KB and index come from: the model, KB and index
+its settings name (loaded on first use), or the folder ``nlp.to_disk`` saved it in::
+
+    <pipeline>/<name>/cfg.json        the format version, the KB's name and the score calibration
+    <pipeline>/<name>/encoder/        HF model folder (safetensors) + sapbert.json
+    <pipeline>/<name>/kb.jsonl.gz     the KB
+    <pipeline>/<name>/index/          NameIndex files (see spacy_sapbert.index.files)
+    <pipeline>/<name>/reranker/       the context re-ranker folder, when the pipe has one (``rerank``)
+
+The other settings are in the pipeline's ``config.cfg``, where spaCy keeps them.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+from typing import Any, Dict, Optional, Tuple, Union
+
+from spacy_sapbert.default import DEFAULT_MODEL, default_index_path, default_kb_name, default_kb_path
+from spacy_sapbert.encoding.encoder import Encoder
+from spacy_sapbert.errors import InputError
+from spacy_sapbert.index.name_index import NameIndex
+from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+from spacy_sapbert.linking.calibration import Calibration
+from spacy_sapbert.linking.rerank.stage import ContextReranking, kb_canonical_names
+from spacy_sapbert.linking.settings import LinkerSettings
+from spacy_sapbert.util.jsonfile import read_json_object
+
+logger = logging.getLogger(__name__)
+
+PathLike = Union[str, Path]
+CFG_FILE = "cfg.json"
+ENCODER_DIR = "encoder"
+KB_FILE = "kb.jsonl.gz"
+INDEX_DIR = "index"
+RERANKER_DIR = "reranker"
+FORMAT_VERSION = 1
+Parts = Tuple[Encoder, KnowledgeBase, NameIndex]
+
+
+def configured_parts(settings: LinkerSettings, pipe_name: str, encoder: Optional[Encoder] = None,
+                     kb: Optional[KnowledgeBase] = None, index: Optional[NameIndex] = None) -> Parts:
+    """The parts given, and the others as ``settings`` configure them: the model and KB they
+    name (the embedded default's without either), the index they name, the embedded default's
+    index where it fits, or else an index built now (minutes for a large KB: logged)."""
+    embedded = settings.model == DEFAULT_MODEL and not settings.kb
+    if kb is None and not settings.kb and not embedded:
+        raise InputError(f"{pipe_name}: no knowledge base configured for model {settings.model!r}; add the pipe "
+                         "with config={'kb': 'path/to/kb.jsonl.gz'} (the embedded default KB comes with the "
+                         f"embedded default model {DEFAULT_MODEL!r} only)", field="kb")
+    if encoder is None:
+        encoder = Encoder(settings.model, pooling=settings.pooling, max_length=settings.max_length,
+                          device=settings.device, batch_size=settings.encode_batch_size, dtype=settings.precision,
+                          backend=settings.backend)
+    if kb is None:
+        kb = KnowledgeBase.from_jsonl(settings.kb) if settings.kb else \
+            KnowledgeBase.from_jsonl(default_kb_path(), name=default_kb_name())
+    if index is None:
+        index_path = settings.index or (default_index_path() if embedded and settings.index_kind == "flat" and
+                                        settings.pooling is None and settings.max_length is None else None)
+        if index_path:
+            index = NameIndex.load(index_path, encoder=encoder, kb=kb)
+        else:
+            logger.info("%s: building the name index of KB %r (%d concepts) on first use; nlp.to_disk() saves it",
+                        pipe_name, kb.name, len(kb))
+            index = NameIndex.build(kb, encoder, kind=settings.index_kind)
+    return encoder, kb, index
+
+
+def configured_reranking(settings: LinkerSettings, kb: KnowledgeBase,
+                         folder: Optional[PathLike] = None) -> Optional[ContextReranking]:
+    """The second stage: the re-ranker in ``folder`` (a saved pipe's) or the one the ``rerank``
+    setting names, on the pipe's device; None without either."""
+    source = folder or settings.rerank
+    if source is None:
+        return None
+    from spacy_sapbert.linking.rerank.model import Reranker
+
+    return ContextReranking(Reranker.load(source, device=settings.device), kb_canonical_names(kb),
+                            settings.rerank_max_gap)
+
+
+def save_reranker(folder: Path, reranking: Optional[ContextReranking]) -> None:
+    """Write the pipe's re-ranker folder. Without a re-ranker, a re-ranker folder that an earlier
+    save left in this pipe's folder is removed, since loading would bring it back."""
+    if reranking is not None:
+        reranking.reranker.save(folder, weights_dtype=reranking.reranker.exact_weights_dtype(), overwrite=True)
+    elif (folder / "reranker.json").is_file():
+        shutil.rmtree(folder)
+
+
+def saved_encoder(folder: PathLike, settings: LinkerSettings) -> Encoder:
+    """A saved pipe's encoder: pooling and length are its own (sapbert.json); where and how it
+    runs are the settings' (``spacy.load(..., config=...)`` can change them)."""
+    return Encoder(folder, device=settings.device, batch_size=settings.encode_batch_size, dtype=settings.precision,
+                   backend=settings.backend)
+
+
+def write_cfg(path: PathLike, kb: KnowledgeBase, calibration: Optional[Calibration] = None) -> None:
+    """Write what :func:`read_cfg` reads back, and nothing else."""
+    cfg: Dict[str, Any] = {"format_version": FORMAT_VERSION, "kb_name": kb.name}
+    if calibration is not None:
+        cfg["calibration"] = calibration.to_dict()
+    Path(path).write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def read_cfg(path: PathLike, pipe_name: str) -> Dict[str, Any]:
+    """A saved pipe's ``cfg.json``, its format version checked. Files written by earlier
+    versions hold more keys (the settings, fingerprints): they are left unread."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"not a saved {pipe_name} component: no {CFG_FILE}", path.parent)
+    return read_json_object(path, FORMAT_VERSION)
+
+
+def cfg_calibration(cfg: Dict[str, Any], path: PathLike) -> Optional[Calibration]:
+    """The calibration a saved pipe's ``cfg.json`` holds, or None (scores stay cosines)."""
+    data = cfg.get("calibration")
+    return None if data is None else Calibration.from_dict(data, str(path))
+
+
+__all__ = ["cfg_calibration", "CFG_FILE", "ENCODER_DIR", "FORMAT_VERSION", "INDEX_DIR", "KB_FILE", "RERANKER_DIR",
+           "configured_parts", "configured_reranking", "read_cfg", "save_reranker", "saved_encoder", "write_cfg"]

@@ -1,0 +1,193 @@
+"""The ``sapbert_ner`` pipe: CHEMICAL/DISEASE spans from a fine-tuned MiniLM with KB-name features.
+
+spaCy's transition-based NER on a hash-embedding tok2vec knows only the words of its training
+abstracts; this pipe reads each token in context with the project's transformer and with a flag
+saying whether it starts or continues a KB name (:mod:`.gazetteer`). Its surface is spaCy's
+(``__call__``, ``pipe``, ``predict``/``set_annotations``, ``to_disk``/``from_disk`` with
+``exclude``); entities already on the doc (an ``entity_ruler`` placed before it) are kept and
+the pipe's spans that overlap them are dropped.
+
+The pipe folder holds the model files of :mod:`.model` and ``gazetteer.tsv.gz``; the settings
+(batch size, windows, precision…) live in the pipeline's config, as the factory's arguments.
+"""
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Union
+
+import numpy as np
+from spacy.language import Language
+from spacy.pipeline import Pipe
+from spacy.tokens import Doc
+from spacy.util import minibatch
+
+from spacy_sapbert.errors import InputError
+from spacy_sapbert.ner import model as tagger_model
+from spacy_sapbert.ner.features import n_features
+from spacy_sapbert.ner.gazetteer import FILE_NAME as GAZETTEER_FILE
+from spacy_sapbert.ner.gazetteer import Gazetteer
+from spacy_sapbert.ner.tagging import Tagging
+from spacy_sapbert.ner.tags import TagScheme
+
+logger = logging.getLogger(__name__)
+PathLike = Union[str, Path]
+MODEL_FILES = ("model.safetensors", "config.json", "tokenizer.json", tagger_model.SETTINGS_FILE)
+
+
+@Language.factory(
+    "sapbert_ner",
+    default_config={"model": None, "batch_size": 16, "max_pieces": 256, "overlap": 64, "style": None,
+                    "drop_gene_symbols": False, "device": "cpu", "precision": "auto"},
+)
+def make_sapbert_ner(nlp: Language, name: str, model: Optional[str], batch_size: int, max_pieces: int,
+                     overlap: int, style: Optional[str], drop_gene_symbols: bool, device: str,
+                     precision: str) -> "TransformerNER":
+    """``model``: a folder written by ``sapbert ner-train`` (``…/model-best/sapbert_ner``); ``None``
+    when the pipe is loaded from a saved pipeline (``from_disk`` reads it)."""
+    return TransformerNER(nlp, name, model=model, batch_size=batch_size, max_pieces=max_pieces, overlap=overlap,
+                          style=style, drop_gene_symbols=drop_gene_symbols, device=device, precision=precision)
+
+
+class TransformerNER(Pipe):
+    """Token tagging with a transformer; see the module docstring."""
+
+    def __init__(self, nlp: Language, name: str = "sapbert_ner", model: Optional[PathLike] = None,
+                 batch_size: int = 16, max_pieces: int = 256, overlap: int = 64, style: Optional[str] = None,
+                 drop_gene_symbols: bool = False, device: str = "cpu", precision: str = "auto") -> None:
+        self.vocab = nlp.vocab
+        self.nlp = nlp
+        self.name = name
+        self.shared_from: Optional[str] = None
+        """The pipe whose encoder holds this model's word-piece table, when it is saved without it."""
+        self.cfg: Dict[str, Any] = {"batch_size": batch_size, "max_pieces": max_pieces, "overlap": overlap,
+                                    "style": style, "drop_gene_symbols": drop_gene_symbols, "device": device,
+                                    "precision": precision}
+        self.tagging: Optional[Tagging] = None
+        self.folder: Optional[Path] = Path(model) if model is not None else None
+        """Where the model files are; read on first use, so that ``spacy.load`` of a saved pipeline
+        (whose config may still name the folder the pipe was created from) reads only its own copy."""
+
+    def _load(self, folder: Path) -> None:
+        from spacy_sapbert.util.devices import check_dtype, cpu_has_native_bf16, resolve_device
+
+        for name in MODEL_FILES + (GAZETTEER_FILE,):
+            if not (folder / name).is_file():
+                raise InputError(f"not a sapbert_ner model folder: {name} is missing", folder)
+        settings = tagger_model.read_settings(folder)
+        shared = settings.get(tagger_model.SHARED_KEY)
+        table = self._shared_table(shared["from"], folder) if shared else None
+        model, tokenizer, settings = tagger_model.load(folder, table)
+        self.shared_from = shared["from"] if shared else None
+        gazetteer = Gazetteer.from_disk(folder)
+        shapes, styles = bool(settings.get("shapes", False)), tuple(settings.get("styles", ()))
+        expected = n_features(gazetteer, shapes, len(styles))
+        if expected != settings["n_features"]:
+            raise InputError(f"gazetteer, shapes and styles give {expected} feature ids, the model has "
+                             f"{settings['n_features']}", folder / GAZETTEER_FILE)
+        device = resolve_device(self.cfg["device"])
+        dtype = check_dtype(self.cfg["precision"], "precision")
+        if dtype == "auto":
+            dtype = "float16" if device.startswith("cuda") else "bfloat16" if cpu_has_native_bf16() else "float32"
+        self.tagging = Tagging(model.to(device), tokenizer, gazetteer, TagScheme.from_tags(settings["tags"]),
+                               max_pieces=self.cfg["max_pieces"], overlap=self.cfg["overlap"],
+                               batch_size=self.cfg["batch_size"], device=device, dtype=dtype,
+                               shapes=shapes, styles=styles, style=self.cfg["style"],
+                               drop_gene_symbols=self.cfg["drop_gene_symbols"])
+        self.tagging.style_index()  # an unknown style is an error now, not at the first document
+        self.folder = folder
+
+    def _shared_table(self, source: str, folder: Optional[Path] = None) -> Any:
+        """The word-piece table of pipe ``source``'s encoder."""
+        if source not in self.nlp.pipe_names:
+            where = (folder or Path(".")) / tagger_model.SETTINGS_FILE
+            raise InputError(f"this NER takes its word-piece table from the {source!r} pipe, which the pipeline "
+                             f"lacks (pipes: {self.nlp.pipe_names})", where)
+        return self.nlp.get_pipe(source).encoder.model.embeddings.word_embeddings.weight
+
+    def share_word_embeddings(self, source: str = "sapbert_linker") -> bool:
+        """Save this model without its word-piece table when pipe ``source``'s encoder has the same one
+        (a NER trained with frozen embeddings from the linker's encoder); True if it does."""
+        own = self._ready().model.encoder.embeddings.word_embeddings.weight
+        table = self._shared_table(source)
+        if tuple(own.shape) != tuple(table.shape) or \
+                tagger_model.table_digest(own) != tagger_model.table_digest(table):
+            return False
+        self.shared_from = source
+        return True
+
+    @property
+    def labels(self) -> Sequence[str]:
+        """The labels of the model: read from its settings file when it is not loaded yet (a
+        pipeline saved before its NER ran, as ``sapbert calibrate --output`` does, must still
+        list them in ``meta.json``); empty when there is no model folder to read."""
+        if self.tagging is not None:
+            return self.tagging.scheme.labels
+        settings = self.folder / tagger_model.SETTINGS_FILE if self.folder is not None else None
+        if settings is None or not settings.is_file():
+            return ()
+        try:
+            return TagScheme.from_tags(tagger_model.read_settings(self.folder)["tags"]).labels
+        except (InputError, ValueError, KeyError):
+            return ()  # a broken folder is reported when the model loads, not while spaCy reads labels
+
+    def _ready(self) -> Tagging:
+        if self.tagging is None:
+            if self.folder is None:
+                raise ValueError(f"{self.name}: no model: create the pipe with config {{'model': FOLDER}} or load "
+                                 "a saved pipeline")
+            self._load(self.folder)
+        assert self.tagging is not None
+        return self.tagging
+
+    def predict(self, docs: Iterable[Doc]) -> List[np.ndarray]:
+        """Per doc, log-probabilities of each tag for each token (tokens × tags)."""
+        return self._ready().scores(list(docs))
+
+    def set_annotations(self, docs: Iterable[Doc], scores: Sequence[np.ndarray]) -> None:
+        docs = list(docs)
+        for doc, spans in zip(docs, self._ready().spans(docs, scores)):
+            taken = {i for ent in doc.ents for i in range(ent.start, ent.end)}
+            kept = [s for s in spans if not any(i in taken for i in range(s.start, s.end))]
+            doc.ents = sorted(list(doc.ents) + kept, key=lambda s: s.start)
+
+    def __call__(self, doc: Doc) -> Doc:
+        self.set_annotations([doc], self.predict([doc]))
+        return doc
+
+    def pipe(self, stream: Iterable[Doc], *, batch_size: int = 32) -> Iterator[Doc]:
+        for docs in minibatch(stream, size=batch_size):
+            self.set_annotations(docs, self.predict(docs))
+            yield from docs
+
+    def to_disk(self, path: PathLike, *, exclude: Sequence[str] = tuple()) -> None:
+        """Copy the model files; rewrite them (float16) where the word-piece table is to be left out
+        (:meth:`share_word_embeddings`) or put back (its source pipe was removed from the pipeline)."""
+        tagging = self._ready()
+        assert self.folder is not None
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        if "model" in exclude:
+            return
+        settings = tagger_model.read_settings(self.folder)
+        shared = self.shared_from if self.shared_from in self.nlp.pipe_names else None
+        if shared == (settings.get(tagger_model.SHARED_KEY) or {}).get("from"):
+            if self.folder.resolve() != path.resolve():
+                for name in MODEL_FILES + (GAZETTEER_FILE,):
+                    shutil.copyfile(self.folder / name, path / name)
+            return
+        import torch
+
+        skip = ("format", "tags", "n_features", tagger_model.SHARED_KEY)
+        extra = {k: v for k, v in settings.items() if k not in skip}
+        tagger_model.save(tagging.model, self.folder, tagging.scheme.tags, path, dtype=torch.float16, extra=extra,
+                          shared_from=shared)
+        if self.folder.resolve() != path.resolve():
+            shutil.copyfile(self.folder / GAZETTEER_FILE, path / GAZETTEER_FILE)
+
+    def from_disk(self, path: PathLike, *, exclude: Sequence[str] = tuple()) -> "TransformerNER":
+        path = Path(path)
+        if "model" not in exclude:  # read on first use: the pipe whose word-piece table it may share loads later
+            self.folder, self.tagging = path, None
+        return self

@@ -1,0 +1,336 @@
+"""NameIndex: build, search, the three kinds, save/load and the fingerprint checks (tiny random BERT)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from spacy_sapbert.encoding.encoder import Encoder
+from spacy_sapbert.errors import InputError
+from spacy_sapbert.index.name_index import IndexMismatchError, NameIndex
+from spacy_sapbert.kb.knowledge_base import Concept, KnowledgeBase
+
+from tests.conftest import write_tiny_bert
+from tests.linker_fixtures import small_kb
+
+
+@pytest.fixture(scope="module")
+def encoder(tiny_bert) -> Encoder:
+    return Encoder(tiny_bert, pooling="mean", device="cpu")  # a random BERT's [CLS] vectors are all alike
+
+
+@pytest.fixture(scope="module")
+def flat(encoder) -> NameIndex:
+    return NameIndex.build(small_kb(), encoder, show_progress=False)
+
+
+def test_every_name_concept_pair_is_a_row(flat):
+    kb = small_kb()
+    assert list(zip(flat.names, flat.concept_ids)) == list(kb.name_concept_pairs())
+    assert flat.manifest["names"] == len(set(flat.names)) < len(flat)  # "ms" is shared: encoded once
+    assert flat.manifest["kb_fingerprint"] == kb.fingerprint()
+    assert flat.kind == "flat" and flat.dim == 32
+
+
+def test_a_name_finds_itself_and_a_shared_name_finds_both_concepts(flat, encoder):
+    names = ["myocardial infarction", "plaquenil", "ms"]
+    scores, rows = flat.search(encoder.encode(names), k=3)
+    assert scores.dtype == np.float32 and rows.dtype == np.int64 and scores.shape == (3, 3)
+    assert flat.names[rows[0, 0]] == "myocardial infarction" and scores[0, 0] == pytest.approx(1.0, abs=1e-5)
+    assert flat.concept_ids[rows[1, 0]] == "D006886"
+    top_two = {flat.concept_ids[r] for r in rows[2, :2]}
+    assert top_two == {"D009103", "D009081"}
+    np.testing.assert_allclose(scores[2, :2], 1.0, atol=1e-5)
+    assert (np.diff(scores, axis=1) <= 1e-6).all()  # best first
+
+
+def test_k_beyond_the_index_pads_with_minus_one(flat, encoder):
+    scores, rows = flat.search(encoder.encode(["renal failure"]), k=len(flat) + 3)
+    assert (rows[0, -3:] == -1).all() and np.isneginf(scores[0, -3:]).all()
+    assert (rows[0, : len(flat)] >= 0).all()
+    with pytest.raises(InputError, match="k must be positive"):
+        flat.search(encoder.encode(["x"]), k=0)
+    with pytest.raises(InputError, match="shape"):
+        flat.search(np.zeros((1, 7), dtype=np.float32), k=1)
+
+
+@pytest.mark.parametrize("kind", ["hnsw", "ivfpq", "pq"])
+def test_approximate_kinds_build_search_and_round_trip(kind, encoder, tmp_path):
+    index = NameIndex.build(small_kb(), encoder, kind=kind, show_progress=False)
+    assert index.kind == kind and len(index) == len(list(small_kb().name_concept_pairs()))
+    queries = encoder.encode(["heart attack", "renal failure"])
+    scores, rows = index.search(queries, k=5)
+    assert (rows >= 0).all() and np.isfinite(scores).all()
+    if kind == "hnsw":  # HNSW keeps exact vectors: an exact name is found with score 1
+        assert index.names[rows[0, 0]] == "heart attack" and scores[0, 0] == pytest.approx(1.0, abs=1e-5)
+    expected = {"hnsw": {"hnsw_m", "ef_search"}, "ivfpq": {"nlist", "pq_m", "nprobe"}, "pq": {"pq_m", "pq_bits"}}
+    assert set(index.manifest["params"]) >= expected[kind]
+    loaded = NameIndex.load(index.save(tmp_path / kind), encoder=encoder, kb=small_kb())
+    again_scores, again_rows = loaded.search(queries, k=5)
+    np.testing.assert_array_equal(again_rows, rows)
+    np.testing.assert_array_equal(again_scores, scores)
+
+
+def test_index_parameters_are_checked(encoder):
+    with pytest.raises(InputError, match="unknown index kind"):
+        NameIndex.build(small_kb(), encoder, kind="annoy", show_progress=False)
+    with pytest.raises(InputError, match="unknown index parameter"):
+        NameIndex.build(small_kb(), encoder, kind="hnsw", show_progress=False, nlist=4)
+    with pytest.raises(InputError, match="no parameters"):
+        NameIndex.build(small_kb(), encoder, kind="flat", show_progress=False, hnsw_m=4)
+    custom = NameIndex.build(small_kb(), encoder, kind="hnsw", show_progress=False, hnsw_m=8, ef_search=16)
+    assert custom.manifest["params"]["hnsw_m"] == 8
+
+
+def test_save_load_round_trip_without_pickle(flat, encoder, tmp_path):
+    folder = flat.save(tmp_path / "idx")
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "concepts.json.gz", "index.faiss", "manifest.json", "names.json.gz", "rows.npy"]
+    np.load(folder / "rows.npy", allow_pickle=False)  # plain array, no pickled objects
+    loaded = NameIndex.load(folder, encoder=encoder, kb=small_kb())
+    assert loaded.names == flat.names and loaded.concept_ids == flat.concept_ids
+    queries = encoder.encode(["breast tumour", "kidney"])
+    for a, b in zip(loaded.search(queries, 4), flat.search(queries, 4)):
+        np.testing.assert_array_equal(a, b)
+    assert NameIndex.load(folder).manifest == flat.manifest  # no encoder/KB given: no check
+
+
+def test_loading_with_another_model_or_kb_is_an_error(flat, tiny_bert, tmp_path):
+    folder = flat.save(tmp_path / "idx")
+    other_model = Encoder(write_tiny_bert(tmp_path / "other-bert", seed=7), pooling="mean")
+    with pytest.raises(IndexMismatchError, match="model") as err:
+        NameIndex.load(folder, encoder=other_model)
+    assert "model_fingerprint" in str(err.value) and "rebuild" in str(err.value)
+    other_kb = KnowledgeBase(list(small_kb()) + [Concept("D000001", "Calcimycin", [])], name="bigger")
+    with pytest.raises(IndexMismatchError, match="KB 'small'.*'bigger'"):
+        NameIndex.load(folder, kb=other_kb)
+    same_weights_cls_pooling = Encoder(tiny_bert, pooling="cls")
+    with pytest.raises(IndexMismatchError, match="'pooling': 'cls'"):
+        NameIndex.load(folder, encoder=same_weights_cls_pooling)
+
+
+def test_kb_without_names_is_an_error(encoder):
+    with pytest.raises(InputError, match="is empty"):
+        NameIndex.build(KnowledgeBase([], name="nothing"), encoder, show_progress=False)
+    punctuation_only = KnowledgeBase([Concept("X:1", "--", ["...", " "])], name="dots")
+    with pytest.raises(InputError, match="'dots' has no names"):
+        NameIndex.build(punctuation_only, encoder, show_progress=False)
+
+
+def test_broken_index_folders_are_reported(flat, tmp_path):
+    with pytest.raises(InputError, match="index folder not found"):
+        NameIndex.load(tmp_path / "missing")
+    folder = flat.save(tmp_path / "idx")
+    (folder / "rows.npy").unlink()
+    with pytest.raises(InputError, match="cannot read the index files"):
+        NameIndex.load(folder)
+    folder = flat.save(tmp_path / "idx2")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    manifest["rows"] = 3
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match="disagree"):
+        NameIndex.load(folder)
+    (folder / "manifest.json").write_text("{not json")
+    with pytest.raises(InputError, match="manifest.json: invalid JSON"):
+        NameIndex.load(folder)
+
+
+@pytest.mark.parametrize("kind", ["pq", "ivfpq"])
+def test_rerank_scores_compressed_candidates_exactly_from_memory_mapped_vectors(kind, flat, encoder, tmp_path):
+    kb = small_kb()
+    queries = encoder.encode(["heart attack", "renal failure", "breast tumour", "ms"])
+    exact_scores, exact_rows = flat.search(queries, k=4)
+    plain = NameIndex.build(kb, encoder, kind=kind, show_progress=False)
+    assert plain.rerank_vectors is None and plain.manifest["params"]["rerank"] == 0
+    # every row is a candidate: re-ranking turns the compressed search into the exact one
+    built = NameIndex.build(kb, encoder, kind=kind, show_progress=False, rerank=len(flat))
+    converted = flat.convert(kind, rerank=len(flat))
+    for index in (built, converted):
+        scores, rows = index.search(queries, k=4)
+        assert [[index.concept_ids[r] for r in row[:1]] for row in rows] == \
+            [[flat.concept_ids[r] for r in row[:1]] for row in exact_rows]
+        np.testing.assert_allclose(scores, exact_scores, atol=2e-3)  # float16 copies of the vectors
+        assert index.names[rows[0, 0]] == "heart attack" and scores[0, 0] == pytest.approx(1.0, abs=2e-3)
+    folder = built.save(tmp_path / kind)
+    assert (folder / "vectors.npy").is_file()
+    loaded = NameIndex.load(folder, encoder=encoder, kb=kb)
+    assert isinstance(loaded.rerank_vectors, np.memmap) and loaded.rerank_vectors.dtype == np.float16
+    for a, b in zip(loaded.search(queries, 4), built.search(queries, 4)):
+        np.testing.assert_array_equal(a, b)
+    np.save(folder / "vectors.npy", np.zeros((2, 32), dtype=np.float16))
+    with pytest.raises(InputError, match="expected float16 vectors of shape"):
+        NameIndex.load(folder)
+    (folder / "vectors.npy").unlink()
+    with pytest.raises(InputError, match="vectors.npy"):
+        NameIndex.load(folder)
+    with pytest.raises(InputError, match="rerank"):
+        NameIndex.build(kb, encoder, kind=kind, show_progress=False, rerank=-1)
+    with pytest.raises(InputError, match="unknown index parameter"):
+        NameIndex.build(kb, encoder, kind="hnsw", show_progress=False, rerank=10)
+
+
+def test_a_name_equal_to_the_query_text_is_scored_exactly_and_first_in_a_compressed_index(encoder):
+    kb = small_kb()
+    index = NameIndex.build(kb, encoder, kind="pq", show_progress=False, pq_m=1, pq_bits=2)  # coarse: 4 codes
+    texts = ["heart attack", "renal failure", "ms", "not a name"]
+    queries = encoder.encode(texts)
+    coarse_scores, coarse_rows = index.search(queries, k=4)
+    assert index.names[coarse_rows[0, 0]] != "heart attack" or coarse_scores[0, 0] < 0.99  # codes are not exact
+    scores, rows = index.search(queries, k=4, texts=texts)
+    own = np.einsum("nd,nd->n", queries, queries)
+    assert index.names[rows[0, 0]] == "heart attack" and scores[0, 0] == pytest.approx(own[0], abs=1e-6)
+    assert index.names[rows[1, 0]] == "renal failure"
+    # a shared name: both concepts, tied, last row first (as exact search returns them); every row once
+    assert [index.concept_ids[r] for r in rows[2, :2]] == ["D009081", "D009103"] and scores[2, 0] == scores[2, 1]
+    assert all(len(set(r[r >= 0].tolist())) == len(r[r >= 0]) for r in rows)
+    np.testing.assert_array_equal(rows[3], coarse_rows[3])  # no name equals the text: the codes' order
+    # a row filter keeps its word: an excluded concept's name is not brought in
+    from spacy_sapbert.index.name_index import RowFilter
+    mask = np.array([cid != "D009203" for cid in index.concept_ids])
+    _, filtered = index.search(queries[:1], k=4, rows=RowFilter(mask), texts=texts[:1])
+    assert "D009203" not in {index.concept_ids[r] for r in filtered[0] if r >= 0}
+    with pytest.raises(InputError, match="texts"):
+        index.search(queries, k=2, texts=texts[:2])
+
+
+@pytest.mark.parametrize("kind", ["flat", "pq", "hnsw"])
+def test_rows_with_equal_scores_come_last_row_first_in_every_kind(kind, flat, encoder):
+    index = flat if kind == "flat" else flat.convert(kind)
+    scores, rows = index.search(encoder.encode(["ms", "multiple sclerosis", "mitral stenosis"]), k=len(flat))
+    ties = 0
+    for row_scores, row_ids in zip(scores, rows):
+        for i in range(len(row_ids) - 1):
+            if row_scores[i] == row_scores[i + 1] and row_ids[i + 1] >= 0:
+                assert row_ids[i] > row_ids[i + 1]
+                ties += 1
+    assert ties >= 3  # "ms" is tied in each query's list
+
+
+def test_promote_rows_merges_known_scores_into_the_hits():
+    from spacy_sapbert.index.kinds import promote_rows
+
+    scores = np.array([[0.9, 0.8, 0.1], [0.5, -np.inf, -np.inf]], dtype=np.float32)
+    found = np.array([[4, 7, 2], [3, -1, -1]])
+    new_scores, new_rows = promote_rows(scores, found, [np.array([7, 9]), None], [1.0, 1.0], k=3)
+    np.testing.assert_array_equal(new_rows, [[7, 9, 4], [3, -1, -1]])
+    np.testing.assert_allclose(new_scores, [[1.0, 1.0, 0.9], [0.5, -np.inf, -np.inf]])
+    np.testing.assert_array_equal(found, [[4, 7, 2], [3, -1, -1]])  # the inputs are left as they were
+
+
+# -- saving over an existing folder -------------------------------------------------------------
+def _other_index(encoder) -> NameIndex:
+    kb = KnowledgeBase([Concept("X:1", "Calcimycin", ["A23187"]), Concept("X:2", "Aspirin", [])], name="other")
+    return NameIndex.build(kb, encoder, show_progress=False)
+
+
+def test_a_save_that_fails_half_way_leaves_the_old_index(flat, encoder, tmp_path, monkeypatch):
+    folder = flat.save(tmp_path / "idx")
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    other = _other_index(encoder)
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np, "save", disk_full)  # index.faiss and the names are written by then
+    with pytest.raises(OSError, match="No space left"):
+        other.save(folder)
+    monkeypatch.undo()
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    assert NameIndex.load(folder, encoder=encoder, kb=small_kb()).manifest == flat.manifest
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]  # no temporary folder left behind
+    other.save(folder)
+    assert NameIndex.load(folder).manifest == other.manifest
+
+
+def test_save_refuses_a_folder_that_is_not_an_index(flat, tmp_path):
+    folder = tmp_path / "my-project"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("precious")
+    with pytest.raises(InputError) as err:
+        flat.save(folder)
+    assert str(folder) in str(err.value) and "not a saved NameIndex" in str(err.value)
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
+    assert (folder / "notes.txt").read_text() == "precious"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["my-project"]
+    a_file = tmp_path / "index.txt"
+    a_file.write_text("not a folder")
+    with pytest.raises(InputError, match="index.txt: .*not a folder"):
+        flat.save(a_file)
+    assert a_file.read_text() == "not a folder"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert NameIndex.load(flat.save(empty)).manifest == flat.manifest  # an empty folder is fine
+    link = tmp_path / "link"
+    link.symlink_to(folder)
+    with pytest.raises(InputError, match="not a saved NameIndex"):  # a link is judged by where it points
+        flat.save(link)
+    assert sorted(p.name for p in folder.iterdir()) == ["notes.txt"]
+
+
+def test_save_replaces_an_index_whole_and_clears_leftovers_of_killed_saves(flat, encoder, tmp_path):
+    reranked = NameIndex.build(small_kb(), encoder, kind="pq", show_progress=False, rerank=4)
+    folder = reranked.save(tmp_path / "idx")
+    assert (folder / "vectors.npy").is_file()
+    (folder / "names.json").write_text("[]")  # a file an older version wrote
+    leftover = tmp_path / ".idx.tmp-deadbeef"  # what a save killed before its swap leaves
+    leftover.mkdir()
+    (leftover / "index.faiss").write_bytes(b"partial")
+    flat.save(folder)
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "concepts.json.gz", "index.faiss", "manifest.json", "names.json.gz", "rows.npy"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]
+    assert NameIndex.load(folder, encoder=encoder, kb=small_kb()).manifest == flat.manifest
+    link = tmp_path / "current"
+    link.symlink_to(folder)
+    reranked.save(link)  # a link to an index stays a link; the index it points to is replaced
+    assert link.is_symlink() and (folder / "vectors.npy").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["current", "idx"]
+
+
+def test_an_index_saved_back_over_the_folder_it_is_memory_mapped_from_survives(encoder, tmp_path):
+    # The re-rank vectors of a loaded index are read from vectors.npy as it is written; writing that
+    # file in place truncated it (an OSError, or SIGBUS) and destroyed the saved index. In a child
+    # process, so that a SIGBUS cannot take the test run with it.
+    import subprocess
+    import sys
+    import textwrap
+
+    built = NameIndex.build(small_kb(), encoder, kind="pq", show_progress=False, rerank=4)
+    folder = built.save(tmp_path / "idx")
+    script = textwrap.dedent(f"""
+        import numpy as np
+        from spacy_sapbert.index.name_index import NameIndex
+        loaded = NameIndex.load({str(folder)!r})
+        assert isinstance(loaded.rerank_vectors, np.memmap)
+        expected = np.array(loaded.rerank_vectors)
+        loaded.save({str(folder)!r})
+        again = NameIndex.load({str(folder)!r})
+        assert np.array_equal(np.asarray(again.rerank_vectors), expected)
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", (out.returncode, out.stderr[-2000:])
+    assert NameIndex.load(folder, encoder=encoder, kb=small_kb()).manifest == built.manifest
+
+
+def test_a_saved_index_folder_has_the_permissions_of_a_new_folder(flat, tmp_path):
+    import stat
+
+    reference = tmp_path / "made-by-mkdir"
+    reference.mkdir()
+    folder = flat.save(tmp_path / "idx")  # (built in a private temporary folder first)
+    assert stat.S_IMODE(folder.stat().st_mode) == stat.S_IMODE(reference.stat().st_mode)
+
+
+def test_faiss_index_kinds_are_made_through_the_public_helper():
+    from spacy_sapbert.index.name_index import INDEX_KINDS, make_faiss_index
+
+    vectors = np.random.default_rng(0).standard_normal((300, 16)).astype(np.float32)
+    for kind in INDEX_KINDS:
+        index, used = make_faiss_index(kind, 16, vectors, {})
+        assert index.d == 16 and (used == {} if kind == "flat" else used)
+    with pytest.raises(InputError, match="unknown index kind 'lsh'"):
+        make_faiss_index("lsh", 16, vectors, {})
+    with pytest.raises(InputError, match="pq_m=5 must divide"):
+        make_faiss_index("pq", 16, vectors, {"pq_m": 5})

@@ -1,0 +1,322 @@
+"""The transformer NER: BIO tags and decoding, gazetteer features, windows, model files, the spaCy pipe, training."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import spacy
+import torch
+from spacy.tokens import Doc, DocBin, Span
+
+from spacy_sapbert.kb.concept import Concept
+from spacy_sapbert.errors import InputError
+from spacy_sapbert.kb.files import write_jsonl
+from spacy_sapbert.ner import model as tagger_model
+from spacy_sapbert.ner.gazetteer import Gazetteer, kb_label_names
+from spacy_sapbert.ner.tags import IGNORE, TagScheme
+from spacy_sapbert.ner.windows import MAX_PIECES_PER_TOKEN, cut_windows
+
+TOKENIZER_CONFIG = {"nlp": {"tokenizer": {"@tokenizers": "sapbert.ScispacyTokenizer.v1", "split_hyphens": True}}}
+
+
+@pytest.fixture(scope="module")
+def nlp():
+    return spacy.blank("en", config=TOKENIZER_CONFIG)
+
+
+# -- tags ---------------------------------------------------------------------------------------
+def test_gold_tags_keep_missing_annotation_out_of_the_loss(nlp):
+    doc = nlp("Cocaine caused renal failure in rats .")
+    doc.set_ents([Span(doc, 0, 1, "CHEMICAL"), Span(doc, 2, 4, "DISEASE")], missing=[doc[5:6]], default="outside")
+    scheme = TagScheme(["CHEMICAL", "DISEASE"])
+    assert scheme.tags == ("O", "B-CHEMICAL", "I-CHEMICAL", "B-DISEASE", "I-DISEASE")
+    gold = scheme.gold(doc)
+    assert [scheme.tags[t] if t != IGNORE else None for t in gold] == \
+        ["B-CHEMICAL", "O", "B-DISEASE", "I-DISEASE", "O", None, "O"]
+
+
+def test_decode_never_starts_a_span_with_inside(nlp):
+    scheme = TagScheme(["CHEMICAL", "DISEASE"])
+    scores = np.log(np.full((3, 5), 0.01))
+    scores[0, 0] = np.log(0.6)      # O
+    scores[1, 4] = np.log(0.9)      # I-DISEASE after O: not allowed
+    scores[1, 3] = np.log(0.05)     # B-DISEASE is the best legal reading
+    scores[2, 4] = np.log(0.9)
+    tags = scheme.decode(scores)
+    assert [scheme.tags[t] for t in tags] == ["O", "B-DISEASE", "I-DISEASE"]
+    doc = nlp("the renal failure")
+    assert [(s.text, s.label_) for s in scheme.spans(doc, tags)] == [("renal failure", "DISEASE")]
+
+
+def test_tag_scheme_round_trips_and_refuses_other_lists():
+    scheme = TagScheme(["CHEMICAL", "DISEASE"])
+    assert TagScheme.from_tags(scheme.tags).tags == scheme.tags
+    with pytest.raises(ValueError):
+        TagScheme.from_tags(["O", "I-CHEMICAL", "B-CHEMICAL"])
+
+
+# -- gazetteer ----------------------------------------------------------------------------------
+def test_gazetteer_tags_the_longest_name_per_label(nlp, tmp_path):
+    pairs = [("DISEASE", "heart attack"), ("DISEASE", "heart"), ("CHEMICAL", "lithium"),
+             ("DISEASE", "lithium toxicity"), ("CHEMICAL", "K")]
+    gazetteer = Gazetteer.from_names(pairs, nlp.tokenizer)
+    assert len(gazetteer) == 4  # "K" is shorter than 3 characters
+    doc = nlp("A heart attack and lithium toxicity")
+    feats = gazetteer.features(doc)
+    # labels sorted: CHEMICAL weight 1, DISEASE weight 3; states O=0, B=1, I=2
+    assert feats == [0, 3, 6, 0, 1 + 3, 6]
+    gazetteer.to_disk(tmp_path)
+    assert Gazetteer.from_disk(tmp_path).features(doc) == feats
+
+
+def test_gazetteer_file_errors_name_the_line(tmp_path):
+    with gzip.open(tmp_path / "gazetteer.tsv.gz", "wt") as handle:
+        handle.write("DISEASE\theart attack\nno tab here\n")
+    with pytest.raises(InputError, match=r"gazetteer.tsv.gz:2"):
+        Gazetteer.from_disk(tmp_path)
+
+
+def test_kb_label_names_follow_label_to_types():
+    concepts = [Concept("D1", "Aspirin", ["ASA"], ["Chemical"]), Concept("D2", "Fever", [], ["Phenotype"]),
+                Concept("D3", "Thing", [], ["Gene"])]
+    names = list(kb_label_names(concepts, {"CHEMICAL": ["Chemical"], "DISEASE": ["Disease", "Phenotype"]}))
+    assert names == [("CHEMICAL", "Aspirin"), ("CHEMICAL", "ASA"), ("DISEASE", "Fever")]
+
+
+def test_features_combine_gazetteer_state_shape_and_style(nlp):
+    from spacy_sapbert.ner.features import N_SHAPES, n_features, shape_of, token_features
+
+    doc = nlp("NaCl and STZ in Lithium 5 mg")
+    assert [shape_of(t) for t in doc] == [4, 1, 3, 1, 2, 0, 1]
+    gazetteer = Gazetteer.from_names([("CHEMICAL", "lithium"), ("DISEASE", "heart attack")], nlp.tokenizer)
+    assert n_features(gazetteer, shapes=True, n_styles=2) == 9 * N_SHAPES * 2
+    plain = token_features(doc, gazetteer, shapes=False)
+    assert plain == [0, 0, 0, 0, 1, 0, 0]  # "Lithium" begins a CHEMICAL name
+    shaped = token_features(doc, gazetteer, shapes=True)
+    assert shaped[4] == 1 * N_SHAPES + 2 and shaped[0] == 4
+    second = token_features(doc, gazetteer, shapes=True, style=1)
+    assert [b - a for a, b in zip(shaped, second)] == [9 * N_SHAPES] * len(doc)
+    assert max(second) < n_features(gazetteer, shapes=True, n_styles=2)
+
+
+# -- windows ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("n_tokens,max_pieces,overlap", [(5, 32, 4), (200, 32, 8), (200, 64, 0), (57, 40, 12)])
+def test_windows_score_every_token_once(n_tokens, max_pieces, overlap):
+    rng = np.random.default_rng(n_tokens)
+    pieces = [[7] * int(rng.integers(0, 4)) for _ in range(n_tokens)]
+    pieces[3 % n_tokens] = [9] * (MAX_PIECES_PER_TOKEN + 5)  # a very long token is cut
+    windows = cut_windows(pieces, list(range(n_tokens)), (101, 102), max_pieces=max_pieces, overlap=overlap)
+    scored = [t for w in windows for t in w.tokens]
+    assert sorted(scored) == [i for i in range(n_tokens) if pieces[i]]
+    for w in windows:
+        assert len(w.input_ids) <= max_pieces and w.input_ids[0] == 101 and w.input_ids[-1] == 102
+        assert len(w.features) == len(w.input_ids)
+        for token, position in zip(w.tokens, w.positions):
+            assert w.features[position] == token  # the first piece of the token carries its feature
+    if len(windows) > 1 and overlap:
+        first, second = windows[0], windows[1]
+        assert second.input_ids[1:5] != []  # context carried over
+
+
+def test_windows_refuse_bad_settings():
+    with pytest.raises(ValueError):
+        cut_windows([[1]], [0], (101, 102), max_pieces=16, overlap=4)
+
+
+# -- model and pipe -----------------------------------------------------------------------------
+def _tagger_folder(tiny_bert: Path, nlp, folder: Path) -> Path:
+    scheme = TagScheme(["CHEMICAL", "DISEASE"])
+    gazetteer = Gazetteer.from_names([("DISEASE", "cancer"), ("CHEMICAL", "acid")], nlp.tokenizer)
+    torch.manual_seed(0)
+    model, _ = tagger_model.from_encoder(tiny_bert, scheme.tags, gazetteer.n_features)
+    with torch.no_grad():  # an untrained head that still finds spans: B-DISEASE where "cancer" matches
+        model.head.weight.zero_()
+        model.head.bias[:] = torch.tensor([0.0, -5, -5, -5, -5])
+        model.head.weight[3] = 0.0
+    tagger_model.save(model.eval(), tiny_bert, scheme.tags, folder)
+    gazetteer.to_disk(folder)
+    return folder
+
+
+def test_model_files_round_trip(tiny_bert, nlp, tmp_path):
+    folder = _tagger_folder(tiny_bert, nlp, tmp_path / "tagger")
+    model, tokenizer, settings = tagger_model.load(folder)
+    assert settings["tags"][0] == "O" and settings["n_features"] == 9
+    assert "tagger.json" in {p.name for p in folder.iterdir()} and not list(folder.glob("*.bin"))
+    ids = torch.tensor([tokenizer.special_ids()[0], 40, 41, tokenizer.special_ids()[1]])[None]
+    out = model(ids, torch.zeros_like(ids), torch.ones_like(ids))
+    assert out.shape == (1, 4, 5)
+    with pytest.raises(ValueError, match="format"):
+        (folder / "tagger.json").write_text(json.dumps({**settings, "format": 99}))
+        tagger_model.load(folder)
+
+
+def test_pipe_tags_saves_and_loads(tiny_bert, nlp, tmp_path):
+    folder = _tagger_folder(tiny_bert, nlp, tmp_path / "tagger")
+    pipeline = spacy.blank("en", config=TOKENIZER_CONFIG)
+    ruler = pipeline.add_pipe("entity_ruler")
+    ruler.add_patterns([{"label": "CHEMICAL", "pattern": "breast"}])
+    pipeline.add_pipe("sapbert_ner", config={"model": str(folder), "precision": "float32"})
+    doc = pipeline("breast cancer and kidney cancer")
+    ents = [(e.text, e.label_) for e in doc.ents]
+    assert ents == [("breast", "CHEMICAL")]                     # the ruler's entity is kept; the head says O
+    pipe = pipeline.get_pipe("sapbert_ner")
+    scores = pipe.predict([pipeline.make_doc("breast cancer")])[0]
+    assert scores.shape == (2, 5) and np.allclose(np.exp(scores).sum(1), 1, atol=1e-4)
+    with torch.no_grad():  # make B-DISEASE win where the gazetteer says DISEASE-begin (feature 3)
+        pipe.tagging.model.head.bias[3] = 5.0
+    assert [(e.text, e.label_) for e in pipeline("kidney cancer").ents] == [("kidney", "DISEASE"),
+                                                                            ("cancer", "DISEASE")]
+    pipeline.to_disk(tmp_path / "saved")
+    import shutil
+    shutil.rmtree(folder)  # the saved pipeline holds its own copy
+    loaded = spacy.load(tmp_path / "saved", config={"components": {"sapbert_ner": {"precision": "float32"}}})
+    # the saved pipe holds the files it was created from, not later in-memory changes
+    assert [[(e.text, e.label_) for e in d.ents] for d in loaded.pipe(["breast cancer", "acid"])] == \
+        [[("breast", "CHEMICAL")], []]
+    assert np.allclose(loaded.get_pipe("sapbert_ner").predict([loaded.make_doc("breast cancer")])[0], scores,
+                       atol=1e-5)
+
+
+def test_pipe_refuses_a_folder_that_is_not_a_tagger(tmp_path):
+    pipeline = spacy.blank("en")
+    pipeline.add_pipe("sapbert_ner", config={"model": str(tmp_path)})
+    with pytest.raises(InputError, match="model.safetensors is missing"):
+        pipeline("text")
+
+
+# -- training -----------------------------------------------------------------------------------
+def _docbin(nlp, path: Path, n: int, chemicals: bool = True) -> Path:
+    docs = []
+    for i in range(n):
+        doc = nlp(f"Acid {i} caused kidney failure and breast cancer .")
+        spans = [Span(doc, 0, 1, "CHEMICAL")] if chemicals else []
+        doc.set_ents(spans + [Span(doc, 3, 5, "DISEASE"), Span(doc, 6, 8, "DISEASE")], default="outside")
+        docs.append(doc)
+    DocBin(docs=docs).to_disk(path)
+    return path
+
+
+def test_trainer_learns_writes_a_pipeline_and_resumes(tiny_bert, nlp, tmp_path):
+    from spacy_sapbert.training.ner.tagger.config import NerConfig
+    from spacy_sapbert.training.ner.tagger.trainer import NerTrainer
+
+    kb = write_jsonl([Concept("D1", "kidney failure", [], ["Disease"]), Concept("C1", "acid", [], ["Chemical"])],
+                     tmp_path / "kb.jsonl.gz")
+    train, dev = _docbin(nlp, tmp_path / "train.spacy", 16), _docbin(nlp, tmp_path / "dev.spacy", 4)
+    other = _docbin(nlp, tmp_path / "other.spacy", 16, chemicals=False)
+    config = NerConfig(base_model=str(tiny_bert), epochs=6, patience=6, batch_size=8, lr=1e-3, head_lr=1e-2,
+                       warmup_steps=0, freeze_embeddings=False, device="cpu", amp="no", checkpoint_every=0,
+                       styles=["first", "second"])
+    with pytest.raises(InputError, match="one file per style"):
+        NerTrainer(config, [train], dev, [kb], tmp_path / "out", tmp_path / "run")
+    trainer = NerTrainer(config, [train, other], dev, [kb], tmp_path / "out", tmp_path / "run")
+    result = trainer.train()
+    assert result["step"] == 24 and not result["interrupted"]
+    assert result["best"]["dev"]["f"] > 90
+    pipeline = spacy.load(tmp_path / "out")
+    assert pipeline.pipe_names == ["sapbert_ner", "abbreviation_entities"]
+    doc = pipeline("Acid 7 caused kidney failure and breast cancer .")
+    assert [(e.text, e.label_) for e in doc.ents] == [("Acid", "CHEMICAL"), ("kidney failure", "DISEASE"),
+                                                      ("breast cancer", "DISEASE")]
+    # the second style's documents never tag chemicals, and the pipe can be asked for that style
+    second = spacy.load(tmp_path / "out", config={"components": {"sapbert_ner": {"style": "second"}}})
+    assert [(e.text, e.label_) for e in second("Acid 7 caused kidney failure and breast cancer .").ents] == \
+        [("kidney failure", "DISEASE"), ("breast cancer", "DISEASE")]
+    with pytest.raises(InputError, match="unknown style 'third'"):
+        spacy.load(tmp_path / "out", config={"components": {"sapbert_ner": {"style": "third"}}})("Acid")
+    weights = tagger_model.load(tmp_path / "out" / "sapbert_ner")[0]
+    from safetensors import safe_open
+    with safe_open(str(tmp_path / "out" / "sapbert_ner" / "model.safetensors"), "pt") as handle:
+        assert handle.get_tensor("head.weight").dtype == torch.float16
+    assert weights is not None
+    # a second run into the same run folder must be told to resume
+    with pytest.raises(InputError, match="--resume"):
+        NerTrainer(config, [train, other], dev, [kb], tmp_path / "out2", tmp_path / "run").train()
+    # and an output folder that is not ours is never replaced
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep")
+    with pytest.raises(InputError):
+        NerTrainer(config, [train, other], dev, [kb], tmp_path / "mine", tmp_path / "run3").train()
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep"
+
+
+# -- a word-piece table shared with another pipe's encoder ---------------------------------------
+@spacy.Language.factory("test_table_holder", default_config={"folder": ""})
+def _make_table_holder(nlp, name, folder):
+    return _TableHolder(folder)
+
+
+class _TableHolder:
+    """Stands in for the linker: a pipe with ``.encoder.model`` (a BERT) that does nothing to docs."""
+
+    def __init__(self, folder: str) -> None:
+        from types import SimpleNamespace
+
+        from spacy_sapbert.encoding import bert
+
+        self.encoder = SimpleNamespace(model=bert.load(Path(folder))[0]) if folder else None
+
+    def __call__(self, doc):
+        return doc
+
+
+def test_word_piece_table_is_shared_with_the_linker_and_put_back_without_it(tiny_bert, nlp, tmp_path):
+    from safetensors import safe_open
+
+    folder = _tagger_folder(tiny_bert, nlp, tmp_path / "tagger")
+    pipeline = spacy.blank("en", config=TOKENIZER_CONFIG)
+    ner = pipeline.add_pipe("sapbert_ner", config={"model": str(folder), "precision": "float32"})
+    pipeline.add_pipe("test_table_holder", config={"folder": str(tiny_bert)})
+    assert ner.share_word_embeddings("test_table_holder")
+    text = "breast cancer and kidney failure"
+    before = ner.predict([pipeline.make_doc(text)])[0]
+    pipeline.to_disk(tmp_path / "shared")
+    files = tmp_path / "shared" / "sapbert_ner"
+    with safe_open(str(files / "model.safetensors"), "pt") as handle:
+        assert tagger_model.WORD_EMBEDDINGS not in handle.keys()
+    assert json.loads((files / "tagger.json").read_text())["word_embeddings"]["from"] == "test_table_holder"
+    loaded = spacy.load(tmp_path / "shared", config={"components": {"sapbert_ner": {"precision": "float32"}}})
+    assert np.allclose(loaded.get_pipe("sapbert_ner").predict([loaded.make_doc(text)])[0], before, atol=1e-2)
+    # without the pipe that holds the table, saving writes the table back, and that copy loads alone
+    loaded.remove_pipe("test_table_holder")
+    loaded.to_disk(tmp_path / "alone")
+    with safe_open(str(tmp_path / "alone" / "sapbert_ner" / "model.safetensors"), "pt") as handle:
+        assert tagger_model.WORD_EMBEDDINGS in handle.keys()
+    alone = spacy.load(tmp_path / "alone", config={"components": {"sapbert_ner": {"precision": "float32"}}})
+    assert np.allclose(alone.get_pipe("sapbert_ner").predict([alone.make_doc(text)])[0], before, atol=1e-2)
+    # a stripped model whose table holder is missing says so
+    missing = spacy.load(tmp_path / "shared", exclude=["test_table_holder"])
+    with pytest.raises(InputError, match="tagger.json.*'test_table_holder' pipe"):
+        missing("text")
+
+
+def test_a_different_table_is_not_shared(tiny_bert, nlp, tmp_path):
+    from tests.conftest import write_tiny_bert
+
+    other = write_tiny_bert(tmp_path / "other-bert", seed=1)
+    pipeline = spacy.blank("en", config=TOKENIZER_CONFIG)
+    ner = pipeline.add_pipe("sapbert_ner", config={"model": str(_tagger_folder(tiny_bert, nlp, tmp_path / "t"))})
+    pipeline.add_pipe("test_table_holder", config={"folder": str(other)})
+    assert not ner.share_word_embeddings("test_table_holder")
+
+
+def test_spans_lose_stray_punctuation_at_their_edges(nlp):
+    scheme = TagScheme(["CHEMICAL", "DISEASE"])
+    doc = nlp("Hydroxychloroquine ( HCQ ) and vitamin B(12) .")
+    words = [t.text for t in doc]
+    b, i = scheme.begin("CHEMICAL"), scheme.begin("CHEMICAL") + 1
+    tags = [0] * len(doc)
+    tags[0], tags[1] = b, i                                   # "Hydroxychloroquine (" -> trimmed
+    start = words.index("vitamin")
+    end = words.index(")", start) + 1
+    tags[start:end] = [b] + [i] * (end - start - 1)          # "vitamin B(12)" keeps its matched ")"
+    spans = scheme.spans(doc, tags)
+    assert [s.text for s in spans] == ["Hydroxychloroquine", doc[start:end].text]
+    assert spans[1].text.endswith(")")
+    only = [0] * len(doc)
+    only[1] = b                                              # a span of "(" alone disappears
+    assert scheme.spans(doc, only) == []

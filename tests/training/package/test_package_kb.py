@@ -1,0 +1,142 @@
+"""A KB with the training mentions as names (``sapbert kb-add-mentions``) and swapping the KB of
+a packaged default pipeline (``sapbert package-kb``): the encoder and the NER stay byte for byte."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import spacy
+from typer.testing import CliRunner
+
+from spacy_sapbert.errors import InputError
+from spacy_sapbert.index.name_index import NameIndex
+from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+from spacy_sapbert.training.kb_mentions import add_training_mentions
+from spacy_sapbert.training.package.build import build_default_pipeline
+from spacy_sapbert.training.package.swap_kb import replace_kb
+
+from tests.linker_fixtures import write_small_kb
+from tests.training.package.test_package import _blank_ner
+
+FIX = Path(__file__).parents[2] / "fixtures" / "evaluate"
+TRAIN, KB = FIX / "train.PubTator.txt", FIX / "kb.jsonl"
+
+
+def _app():
+    from spacy_sapbert.cli import app
+    from spacy_sapbert.training.cli import register
+
+    register(app)
+    return app
+
+
+def test_training_mentions_become_names_and_unknown_ids_typed_concepts():
+    kb = KnowledgeBase.from_jsonl(KB)
+    extended, report = add_training_mentions(kb, [TRAIN])
+    assert "breast tumour" in KnowledgeBase.normalized_names(extended["D001943"])
+    assert extended.alias_to_concepts.get("heart attacks") == ["D009203"]
+    # "ACTH deficiency" has an ID the KB lacks: a concept of its own, typed by its mention (Disease)
+    assert extended["C535668"].types == ["Disease"] and "C535668" not in kb
+    assert report["concepts_before"] == len(kb) and report["concepts_after"] == len(extended)
+    # 6 mentions: 4 single, one text-pattern composite (not added), one aligned composite (2 names)
+    assert report["mentions_with_ids"] == 6 and report["training_names"] == 6 and report["names_added"] == 6
+
+
+def test_the_kbs_own_senses_win_over_annotators_conventions(tmp_path):
+    text = "Hemorrhagic cystitis. Yyy disease, yyy disease and yyy disease. Zzz syndrome and zzz syndrome."
+    mentions = [("Hemorrhagic", "D003556"), ("Yyy disease", "D007674"), ("yyy disease", "D007674"),
+                ("yyy disease", "D009369"), ("Zzz syndrome", "D007674"), ("zzz syndrome", "D009369")]
+    lines, at = [f"9|t|{text}", "9|a|"], 0
+    for mention, cid in mentions:
+        start = text.index(mention, at)
+        at = start + len(mention)
+        lines.append(f"9\t{start}\t{at}\t{mention}\tDisease\t{cid}")
+    corpus = tmp_path / "conventions.PubTator"
+    corpus.write_text("\n".join(lines) + "\n")
+    kb = KnowledgeBase.from_jsonl(KB)  # "hemorrhagic" is a name of D006470 (Hemorrhage) there
+    kept, report = add_training_mentions(kb, [corpus])
+    assert kept.alias_to_concepts["hemorrhagic"] == ["D006470"]  # not tied with the annotators' Cystitis
+    assert kept.alias_to_concepts["yyy disease"] == ["D007674"]  # the majority sense of a new name
+    assert "zzz syndrome" not in kept.alias_to_concepts  # a tie: no sense
+    assert report["names_skipped"] == {"kb_name_of_other_concepts": 1, "minority_or_tied_sense_in_training": 3}
+    every, report = add_training_mentions(kb, [corpus], keep_kb_senses=False)  # the papers' test dictionary
+    assert set(every.alias_to_concepts["hemorrhagic"]) == {"D003556", "D006470"}
+    assert set(every.alias_to_concepts["zzz syndrome"]) == {"D007674", "D009369"} and report["names_skipped"] == {}
+
+
+def test_command_writes_a_new_kb_and_never_overwrites(tmp_path):
+    out = tmp_path / "kb-train.jsonl.gz"
+    result = CliRunner().invoke(_app(), ["kb-add-mentions", str(KB), str(TRAIN), "-o", str(out),
+                                         "--report", str(tmp_path / "r.json")])
+    assert result.exit_code == 0, result.output
+    assert "C535668" in KnowledgeBase.from_jsonl(out)
+    assert json.loads((tmp_path / "r.json").read_text())["output"] == str(out)
+    before = out.read_bytes()
+    again = CliRunner().invoke(_app(), ["kb-add-mentions", str(KB), str(TRAIN), "-o", str(out)])
+    assert again.exit_code == 2 and "nothing is overwritten unasked" in again.output and out.read_bytes() == before
+
+
+def _tree(folder: Path) -> dict:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_replace_kb_keeps_encoder_and_ner_and_indexes_the_new_names(tiny_bert, tmp_path, monkeypatch):
+    kb_path = write_small_kb(tmp_path)
+    package = tmp_path / "default"
+    build_default_pipeline(_blank_ner(tmp_path / "ner"), tiny_bert, kb_path, package, pq_m=8)
+    extended, _ = add_training_mentions(KnowledgeBase.from_jsonl(kb_path), [TRAIN])
+    new_kb = extended.to_jsonl(tmp_path / "small-train.jsonl")
+    out = tmp_path / "swapped"
+    report = replace_kb(package, new_kb, out, exact_index=tmp_path / "flat")
+    for part in ("ner", "sapbert_linker/encoder", "vocab"):
+        assert _tree(out / part) == _tree(package / part)
+    nlp = spacy.load(out)
+    linker = nlp.get_pipe("sapbert_linker")
+    assert linker.index.kind == "pq" and linker.index.manifest["params"]["pq_m"] == 8  # the package's kind
+    assert len(linker.kb) == len(extended) and report["index_rows"] == len(linker.index)
+    assert linker.index.manifest["kb_fingerprint"] == extended.fingerprint()
+    assert nlp.config["components"]["sapbert_linker"]["kb"] == str(new_kb)
+    assert json.loads((out / "build.json").read_text())["kb"] == "small-train"
+    # in place, reusing the exact index saved above (its fingerprints match): nothing is encoded
+    before = {part: _tree(out / part) for part in ("ner", "sapbert_linker/encoder", "vocab")}
+    with monkeypatch.context() as patch:
+        patch.setattr(NameIndex, "build", lambda *a, **k: pytest.fail("the saved exact index was not reused"))
+        replace_kb(out, new_kb, out, exact_index=tmp_path / "flat", reuse_exact=True)
+    assert {part: _tree(out / part) for part in before} == before
+    assert len(spacy.load(out).get_pipe("sapbert_linker").index) == report["index_rows"]
+    with pytest.raises(InputError, match="not a packaged default pipeline"):
+        replace_kb(tmp_path / "ner", new_kb, tmp_path / "x")
+    # a folder that is not a saved index is refused before anything is encoded, and kept
+    stray = tmp_path / "not-an-index"
+    stray.mkdir()
+    (stray / "notes.txt").write_text("mine")
+    with monkeypatch.context() as patch:
+        patch.setattr(NameIndex, "build", lambda *a, **k: pytest.fail("encoded before checking --exact-index"))
+        with pytest.raises(InputError, match="--exact-index"):
+            replace_kb(out, new_kb, tmp_path / "elsewhere", exact_index=stray)
+    assert (stray / "notes.txt").read_text() == "mine" and not (tmp_path / "elsewhere").exists()
+
+
+def test_replace_kb_fits_the_calibration_again_on_the_new_kb(tiny_bert, tmp_path):
+    from spacy_sapbert.linking.calibration import Calibration
+
+    from tests.linking.test_calibration import write_gold_corpus
+
+    kb_path = write_small_kb(tmp_path)
+    package = tmp_path / "default"
+    build_default_pipeline(_blank_ner(tmp_path / "ner"), tiny_bert, kb_path, package, pq_m=8)
+    extended, _ = add_training_mentions(KnowledgeBase.from_jsonl(kb_path), [TRAIN])
+    new_kb = extended.to_jsonl(tmp_path / "small-train.jsonl")
+    report = replace_kb(package, new_kb, package, calibrate_on=write_gold_corpus(tmp_path), min_precision=0.5,
+                        kb_description="a test KB")
+    fitted = report["calibration"]
+    assert fitted["fitted_on"] == "gold.PubTator: 8 gold spans" and not report["calibration_fitted_on_previous_kb"]
+    nlp = spacy.load(package)
+    linker = nlp.get_pipe("sapbert_linker")
+    assert linker.threshold == fitted["threshold"] == nlp.config["components"]["sapbert_linker"]["threshold"]
+    assert fitted["threshold"] == math.ceil(fitted["fitted_threshold"] * 1e4) / 1e4  # rounded up to 4 decimals
+    assert isinstance(linker.calibration, Calibration)
+    card = (package / "README.md").read_text()
+    assert "## Calibration" in card and "a test KB" in card and f"threshold is {fitted['threshold']}" in card

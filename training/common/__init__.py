@@ -1,0 +1,1 @@
+"""The training loop parts that self-alignment, rerank, generative and NER training share."""

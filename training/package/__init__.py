@@ -1,0 +1,1 @@
+"""Packaging the embedded default pipeline and swapping its KB or NER."""

@@ -1,0 +1,119 @@
+"""``sapbert package-default``, ``package-ner`` and ``package-kb``: assemble the embedded default
+pipeline, or swap its NER or its KB (see spacy_sapbert.training.package.build)."""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Annotated, List, Optional
+
+import typer
+
+from spacy_sapbert.errors import InputError, exit_on_input_error
+
+logger = logging.getLogger(__name__)
+
+# Options the three commands share (same flags, same help).
+ProbeOption = Annotated[Optional[List[Path]], typer.Option(
+    "--probe", help="PubTator file(s) whose mentions measure the compact index against exact search (development "
+    "sets).")]
+SwapOutputOption = Annotated[Path, typer.Option("--output", "-o", help="Pipeline folder to write (may be --pipeline).")]
+CardOption = Annotated[Optional[Path], typer.Option("--card-extra", help="Markdown appended to the model card "
+                                                    "(e.g. the evaluation table).")]
+SwapOverwriteOption = Annotated[bool, typer.Option("--overwrite", help="Replace --output even when it is not an "
+                                                   "earlier package, with everything in it.")]
+
+
+def _probe_mentions(files: Optional[List[Path]]) -> List[str]:
+    from ..corpora import read_pubtator
+
+    return [m.text for path in files or [] for doc in read_pubtator(path) for m in doc.mentions]
+
+
+def package_default(
+    ner: Path = typer.Option(..., "--ner", help="Trained NER pipeline (training_runs/ner/model-best)."),
+    model: str = typer.Option(..., "--model", "-m", help="Self-aligned encoder folder (models/sapbert-default)."),
+    kb: Path = typer.Option(..., "--kb", help="KB of the linker (kbs/mesh-medic.jsonl.gz)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Pipeline folder to write. An earlier package there is "
+                                "replaced; any other non-empty folder only with --overwrite."),
+    probe: ProbeOption = None,
+    pq_m: int = typer.Option(64, "--pq-m", help="Bytes per name of the PQ index."),
+    reuse_exact: bool = typer.Option(False, "--reuse-exact-index", help="Load the exact index from --exact-index "
+                                     "when it is there (fingerprints checked) instead of encoding the KB again."),
+    exact_index: Optional[Path] = typer.Option(None, "--exact-index", help="Also save the exact (flat) index "
+                                               "here (benchmarks, demo comparisons)."),
+    card: CardOption = None,
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output (and --exact-index) even when it "
+                                   "is not an earlier package (index), with everything in it."),
+) -> None:
+    """Build the embedded default pipeline: NER → abbreviation_entities → sapbert_linker (fp16, PQ index)."""
+    from .build import build_default_pipeline
+
+    with exit_on_input_error():
+        try:
+            mentions = _probe_mentions(probe)
+            extra = card.read_text(encoding="utf-8") if card else ""
+            report = build_default_pipeline(ner, model, kb, output, probe_mentions=mentions, pq_m=pq_m,
+                                            card_extra=extra, exact_index=exact_index, reuse_exact=reuse_exact,
+                                            overwrite=overwrite)
+        except OSError as err:  # a folder that cannot be read or written is the user's to fix, as bad input is
+            raise InputError(err.strerror or str(err), err.filename) from err
+    typer.echo(json.dumps(report, indent=1))
+
+
+def package_ner(
+    ner: Path = typer.Option(..., "--ner", help="Trained NER pipeline (training_runs/ner-tagger/model-best)."),
+    pipeline: Path = typer.Option(Path("spacy_sapbert/data/default"), "--pipeline",
+                                  help="The packaged default whose linker is kept."),
+    output: SwapOutputOption = ...,
+    card: CardOption = None,
+    overwrite: SwapOverwriteOption = False,
+) -> None:
+    """Swap the NER of a packaged default pipeline for a newly trained one; the linker stays as it is."""
+    from .swap_ner import replace_ner
+
+    with exit_on_input_error():
+        extra = card.read_text(encoding="utf-8") if card else ""
+        report = replace_ner(pipeline, ner, output, card_extra=extra, overwrite=overwrite)
+    typer.echo(json.dumps(report, indent=1))
+
+
+def package_kb(
+    kb: Path = typer.Option(..., "--kb", help="The new KB of the linker (kbs/mesh-medic-train.jsonl.gz)."),
+    pipeline: Path = typer.Option(Path("spacy_sapbert/data/default"), "--pipeline",
+                                  help="The packaged default whose encoder and NER are kept."),
+    output: SwapOutputOption = ...,
+    exact_index: Optional[Path] = typer.Option(None, "--exact-index", help="Also save the exact (flat) index of "
+                                               "the new KB here."),
+    reuse_exact: bool = typer.Option(False, "--reuse-exact-index", help="Load the exact index from --exact-index "
+                                     "when it is one of this encoder and KB instead of encoding the KB again."),
+    calibrate_on: Optional[Path] = typer.Option(None, "--calibrate-on", help="PubTator development file: fit the "
+                                                "score calibration and threshold again on the new KB (as sapbert "
+                                                "calibrate does)."),
+    min_precision: float = typer.Option(0.95, "--min-precision", help="With --calibrate-on: precision of linked "
+                                        "mentions the threshold must reach."),
+    kb_description: Optional[str] = typer.Option(None, "--kb-description", help="What the KB is, for the model "
+                                                 "card."),
+    probe: ProbeOption = None,
+    card: CardOption = None,
+    overwrite: SwapOverwriteOption = False,
+) -> None:
+    """Swap the KB (and index) of a packaged default pipeline; its encoder and NER stay byte for byte."""
+    from .swap_kb import replace_kb
+
+    with exit_on_input_error():
+        extra = card.read_text(encoding="utf-8") if card else ""
+        mentions = _probe_mentions(probe)
+        if calibrate_on is not None and not 0 < min_precision < 1:
+            raise InputError(f"must be between 0 and 1, got {min_precision}", field="--min-precision")
+        report = replace_kb(pipeline, kb, output, exact_index=exact_index, reuse_exact=reuse_exact,
+                            calibrate_on=calibrate_on, min_precision=min_precision,
+                            kb_description=kb_description, probe_mentions=mentions, card_extra=extra,
+                            overwrite=overwrite)
+    typer.echo(json.dumps(report, indent=1))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("package-default")(package_default)
+    app.command("package-ner")(package_ner)
+    app.command("package-kb")(package_kb)

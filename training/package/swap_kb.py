@@ -1,0 +1,101 @@
+"""Replace the knowledge base of a built default pipeline, keeping its encoder and its NER.
+
+A new KB (``sapbert kb-add-mentions`` adds the training mentions to mesh-medic) changes what
+the linker searches, not how it encodes: this loads the earlier package, encodes the new KB's
+names with the package's own (float16) encoder, builds the index kind the package had (same
+parameters) and writes the package again (atomically, with the model card); the other
+components are copied byte for byte and so is the encoder's folder.
+
+The score calibration was fitted on the previous KB's scores (against a KB with more names they
+are higher): with ``calibrate_on`` (a development corpus) it is fitted again on the new pipeline
+and the threshold chosen for ``min_precision``, as ``sapbert calibrate`` does; without, the old
+one is kept and the report and a warning say so.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any, Dict, Optional, Sequence, Union
+
+from spacy_sapbert.pipes.linker_parts import ENCODER_DIR
+from spacy_sapbert.errors import InputError
+
+from ..evaluation.abstention import LINKER
+from .build import (BUILD_FILE, MARKER_KEY, agreement, check_exact_index, check_package_output, exact_index_for,
+                      write_pipeline)
+
+logger = logging.getLogger(__name__)
+PathLike = Union[str, Path]
+
+
+def replace_kb(pipeline: PathLike, kb_path: PathLike, output: PathLike, *, exact_index: Optional[PathLike] = None,
+               reuse_exact: bool = False, calibrate_on: Optional[PathLike] = None, min_precision: float = 0.95,
+               kb_description: Optional[str] = None, probe_mentions: Sequence[str] = (), card_extra: str = "",
+               overwrite: bool = False) -> Dict[str, Any]:
+    """Write ``pipeline`` with its linker searching ``kb_path`` to ``output`` (which may be ``pipeline``).
+    With ``exact_index``, the exact (flat) index of the new KB is saved there too, or loaded from
+    there with ``reuse_exact`` when it is one of this encoder and KB (fingerprints checked);
+    ``probe_mentions`` measure the compact index against it, as ``package-default`` does."""
+    import spacy
+
+    from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+
+    started = time.perf_counter()
+    pipeline = Path(pipeline)
+    build_file = pipeline / BUILD_FILE
+    if not build_file.is_file():
+        raise InputError(f"not a packaged default pipeline ({BUILD_FILE} missing)", pipeline)
+    check_package_output(Path(output), overwrite)  # before minutes of encoding, not after
+    if exact_index:
+        check_exact_index(Path(exact_index), overwrite)
+    report = {k: v for k, v in json.loads(build_file.read_text(encoding="utf-8")).items()
+              if k not in (MARKER_KEY, "size_mb", "components_mb")}
+    for stale in ("calibration", "pq_vs_exact"):  # the previous KB's: measured again below, or left out
+        report.pop(stale, None)
+    report.setdefault("encoder_pairs_kb", report.get("kb"))  # the KB whose synonyms trained the encoder
+    report["kb_description"] = kb_description or f"read from {Path(kb_path).name}"
+    nlp = spacy.load(pipeline)
+    if LINKER not in nlp.pipe_names:
+        raise InputError(f"no {LINKER} component", pipeline)
+    linker = nlp.get_pipe(LINKER)
+    encoder, previous = linker.encoder, linker.index
+    kb = KnowledgeBase.from_jsonl(kb_path)
+    exact = exact_index_for(kb, encoder, exact_index, reuse_exact, overwrite)
+    kind, params = previous.manifest["kind"], dict(previous.manifest.get("params") or {})
+    compact = exact if kind == "flat" else exact.convert(kind, **params)
+    if probe_mentions:
+        report["pq_vs_exact"] = agreement(exact, compact, encoder.encode(list(dict.fromkeys(probe_mentions))))
+    calibration = linker.calibration
+    stale_calibration = calibration is not None
+    linker.use(encoder, kb, compact)
+    linker.calibration = calibration
+    nlp.get_pipe_config(LINKER)["kb"] = str(kb_path)  # the setting records where the KB came from
+    if calibrate_on is not None:
+        from ..evaluation.abstention import apply_calibration, fit_and_report, link_gold_spans
+
+        spans = link_gold_spans(nlp, calibrate_on)
+        fitted_on = f"{Path(calibrate_on).name}: {len(spans)} gold spans"
+        calibration, fitted = fit_and_report(spans, min_precision, fitted_on)
+        report["calibration"] = {k: fitted[k] for k in ("fitted_on", "accuracy_without_threshold", "precision",
+                                                         "coverage", "cross_validated")}
+        report["calibration"]["fitted_threshold"] = fitted["threshold"]
+        report["calibration"]["threshold"] = apply_calibration(nlp, calibration, fitted["threshold"])
+        stale_calibration = False
+    report.update({"kb": kb.name, "kb_file": str(kb_path), "kb_stats": kb.stats().as_dict(),
+                   "index_rows": len(compact), "index_params": compact.manifest.get("params"),
+                   "encode_seconds": exact.manifest["build"].get("encode_seconds"),
+                   "names_per_second": exact.manifest["build"].get("names_per_second"),
+                   "rescore_gap": linker.settings.rescore_gap,
+                   "calibration_fitted_on_previous_kb": stale_calibration,
+                   "kb_swap_seconds": round(time.perf_counter() - started, 1)})
+    # the vocab too: linking the calibration corpus put its words into the string store
+    keep = [n for n in [*nlp.pipe_names, "vocab"] if n != LINKER and (pipeline / n).is_dir()]
+    write_pipeline(nlp, report, output, card_extra, overwrite, keep_from=pipeline,
+                   keep=keep + [f"{LINKER}/{ENCODER_DIR}"])
+    if stale_calibration:
+        logger.warning("the calibration in %s was fitted on the previous KB's scores: fit it again "
+                       "(--calibrate-on, or `sapbert calibrate`)", output)
+    logger.info("KB of %s replaced by %s: %d index rows", output, kb_path, len(compact))
+    return report

@@ -1,0 +1,61 @@
+"""Replace the NER of a built default pipeline, keeping its linker (encoder, KB, index) as it is.
+
+A new NER model changes one component; rebuilding the whole default would encode the KB's
+134,822 names again (about ten minutes here) and rewrite the index files for nothing. This
+loads the earlier package, swaps its NER components for those of a trained NER pipeline, lets
+a transformer NER that was trained with the linker encoder's frozen word-piece table take that
+table from the linker instead of storing a copy, and writes the package again (atomically, with
+the model card), its build report carried over with the NER's part updated.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any, Dict, Union
+
+from spacy_sapbert.errors import InputError
+
+from .build import BUILD_FILE, MARKER_KEY, NER_PIPES, write_pipeline
+
+logger = logging.getLogger(__name__)
+PathLike = Union[str, Path]
+NER_COMPONENTS = ("tok2vec",) + NER_PIPES
+"""Components that belong to a NER model (the tok2vec feeds spaCy's ``ner``)."""
+
+
+def replace_ner(pipeline: PathLike, ner: PathLike, output: PathLike, card_extra: str = "",
+                overwrite: bool = False) -> Dict[str, Any]:
+    """Write ``pipeline`` with the NER of ``ner`` to ``output`` (which may be ``pipeline`` itself)."""
+    import spacy
+
+    started = time.perf_counter()
+    pipeline = Path(pipeline)
+    build_file = pipeline / BUILD_FILE
+    if not build_file.is_file():
+        raise InputError(f"not a packaged default pipeline ({BUILD_FILE} missing)", pipeline)
+    build = json.loads(build_file.read_text(encoding="utf-8"))
+    report = {k: v for k, v in build.items() if k not in (MARKER_KEY, "size_mb", "components_mb")}
+    nlp = spacy.load(pipeline)
+    source = spacy.load(ner)
+    new = [name for name in source.pipe_names if name in NER_COMPONENTS]
+    if not any(name in NER_PIPES for name in new):
+        raise InputError(f"not a NER pipeline (no {' or '.join(repr(n) for n in NER_PIPES)} component)", ner)
+    for name in [n for n in nlp.pipe_names if n in NER_COMPONENTS]:
+        nlp.remove_pipe(name)
+    previous = None
+    for name in new:
+        nlp.add_pipe(name, source=source, **({"first": True} if previous is None else {"after": previous}))
+        previous = name
+    report.update({"ner_pipe": next(n for n in new if n in NER_PIPES), "ner": str(ner)})
+    if "sapbert_ner" in new:
+        pipe = nlp.get_pipe("sapbert_ner")
+        report["ner_layers"] = len(pipe._ready().model.encoder.encoder.layer)
+        pipe.nlp = nlp  # it came from `source`: the table it may share is this pipeline's linker's
+        report["ner_shares_word_embeddings"] = pipe.share_word_embeddings("sapbert_linker")
+    report["ner_swap_seconds"] = round(time.perf_counter() - started, 1)
+    write_pipeline(nlp, report, output, card_extra, overwrite, keep_from=pipeline,
+                   keep=[n for n in nlp.pipe_names if n not in NER_COMPONENTS and (pipeline / n).is_dir()])
+    logger.info("NER of %s replaced by %s's: %s", output, ner, json.dumps(report.get("components_mb")))
+    return report
