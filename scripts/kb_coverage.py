@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""How well a KB covers a corpus's gold concepts: the numbers behind the README's KB table.
+"""How well a KB covers a corpus's gold concepts: the numbers behind the KB table of docs/kb.md.
 
 For each PubTator file and mention type: the share of distinct gold IDs the KB resolves
 (by primary or equivalent ID), the share of mentions whose every gold ID resolves, and

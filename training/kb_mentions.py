@@ -1,7 +1,7 @@
 """``sapbert kb-add-mentions``: a knowledge base plus the annotated training mentions as names.
 
 What the papers call the "test dictionary" (the KB plus every training mention as a name of
-its gold concept) is worth 4–6 Acc@1 points on NCBI and BC5CDR (README, Evaluation), because
+its gold concept) is worth 4–6 Acc@1 points on NCBI and BC5CDR (docs/evaluation.md), because
 annotators' wordings ("hemorrhagic", "decreased renal function", "DCIS") are often not KB
 synonyms. A linker that ships with those names gives the same gain to a user's own text in the
 same domain. The names are made as the evaluation makes them

@@ -115,7 +115,7 @@ def _setting(default: Any, expected: str, allowed: Callable[[Any], bool], live: 
 
 @dataclass(frozen=True)
 class LinkerSettings:
-    """Every setting of the ``sapbert_linker`` factory (README "Usage" says what each does)."""
+    """Every setting of the ``sapbert_linker`` factory (docs/pipe.md, "Settings", says what each does)."""
 
     model: str = _setting(DEFAULT_MODEL, "a model folder or name (a non-empty string)", _is_text)
     kb: Optional[str] = _setting(None, "null or a knowledge base file (a non-empty string)",

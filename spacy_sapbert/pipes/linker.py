@@ -293,7 +293,7 @@ class SapBertLinker(Pipe):
                   assigns=["span._.kb_ents", "token.ent_kb_id"])
 @settings_signature(SapBertLinker)
 def make_sapbert_linker(nlp: Language, name: str, **settings: Any) -> SapBertLinker:
-    """The pipe, with the settings of :class:`LinkerSettings` (README "Usage"), checked now."""
+    """The pipe, with the settings of :class:`LinkerSettings` (docs/pipe.md, "Settings"), checked now."""
     pipe = SapBertLinker(nlp, name, **settings)
     requirements = nlp.meta.setdefault("requirements", [])
     if not any(str(r).startswith("spacy-sapbert") for r in requirements):

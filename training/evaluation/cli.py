@@ -69,7 +69,7 @@ def evaluate_command(
 def report_command(
     metrics_dir: Path = typer.Argument(Path("metrics/eval"), help="Folder of result JSONs (sapbert evaluate --output-dir)."),
     table: Path = typer.Option(Path("metrics/table.md"), help="Markdown table to write."),
-    readme: Optional[Path] = typer.Option(None, help="README whose EVALUATION-TABLE markers get the table."),
+    readme: Optional[Path] = typer.Option(None, help="Markdown page whose EVALUATION-TABLE markers get the table (docs/evaluation.md)."),
     subpopulations: Optional[Path] = typer.Option(Path("metrics/subpopulations.md"),
                                                   help="Markdown with every sub-population table."),
 ) -> None:

@@ -58,7 +58,7 @@ DATASETS: Dict[str, DatasetSpec] = {
                     ("Chemical",)),
     )
 }
-# The four benchmarks of the README table (the BC5CDR test split is not distributed here).
+# The four benchmarks of the table in docs/evaluation.md (the BC5CDR test split is not distributed here).
 DEFAULT_DATASETS = ("ncbi-dev", "ncbi-test", "bc5cdr-disease-dev", "bc5cdr-chemical-dev")
 
 

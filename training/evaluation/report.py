@@ -1,4 +1,4 @@
-"""Measured results (``metrics/eval/*.json``) → the Markdown table the README includes.
+"""Measured results (``metrics/eval/*.json``) → the Markdown table docs/evaluation.md includes.
 
 Measured numbers come only from result files; published numbers live in
 :data:`PUBLISHED`, each with where it was read, and are printed in a separate, labelled
@@ -191,7 +191,7 @@ def splice(readme: PathLike, block: str) -> Path:
 
 def write_report(metrics_dir: PathLike, table: PathLike, readme: Optional[PathLike] = None,
                  subpopulations: Optional[PathLike] = None) -> str:
-    """Render the results of ``metrics_dir`` into ``table`` (and the README, and the sub-population file)."""
+    """Render the results of ``metrics_dir`` into ``table`` (and the page with the markers, and the sub-population file)."""
     results = load_results(metrics_dir)
     block = render(results, load_runs(metrics_dir))
     Path(table).parent.mkdir(parents=True, exist_ok=True)

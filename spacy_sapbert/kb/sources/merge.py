@@ -35,7 +35,7 @@ ID_ORDER = ("MESH", "OMIM", "DOID", "Orphanet", "NCIT", "HP", "MONDO", "UMLS")
 
 @dataclass
 class MergeReport:
-    """What the merge did: the numbers the build prints and the README reports."""
+    """What the merge did: the numbers the build prints and docs/kb.md reports."""
 
     concepts_in: int = 0
     concepts_out: int = 0

@@ -47,7 +47,7 @@ class NerConfig:
     """Keep only the base encoder's first ``layers`` transformer layers (0: all): a faster tagger."""
     shapes: bool = False
     """Add word-shape classes to the KB-name features (:mod:`spacy_sapbert.ner.features`); measured
-    no better (README, NER), so off."""
+    no better (docs/ner.md), so off."""
     styles: List[str] = field(default_factory=list)
     """Names of the training sets' annotation styles, one per training file (empty: one file, no styles)."""
     freeze_embeddings: bool = True
