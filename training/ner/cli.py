@@ -30,14 +30,19 @@ def ner_data(
     unit: str = typer.Option("document", help="One Doc per document or per sentence."),
     split_hyphens: bool = typer.Option(
         True, help="Tokenise like configs/ner.cfg: scispaCy's tokenizer plus hyphen/slash splits."),
+    extra: List[str] = typer.Option(
+        [], "--extra", help="Also write a training part for this corpus (biored, bionlp13cg, bionlp13pc, bionlp11id, "
+                            "craft-chem, bc2gm; 'all' for every one); parts.json lists the parts and their labels."),
 ) -> None:
     """Convert the PubTator corpora to spaCy DocBin files for ``spacy train``."""
     from .corpus import CorpusPaths, build_ner_corpus
+    from .extra_corpora import EXTRA_CORPORA
 
     with exit_on_input_error():
         paths = CorpusPaths.from_folder(corpora, with_ncbi=with_ncbi)
-        build_ner_corpus(paths, output, misaligned=misaligned, unit=unit,
-                         mask_ncbi_chemicals=mask_ncbi_chemicals, split_hyphens=split_hyphens)
+        names = list(EXTRA_CORPORA) if "all" in extra else extra
+        build_ner_corpus(paths, output, misaligned=misaligned, unit=unit, mask_ncbi_chemicals=mask_ncbi_chemicals,
+                         split_hyphens=split_hyphens, extra=names, corpora=corpora)
 
 
 def ner_train(
@@ -64,9 +69,13 @@ def ner_train(
     device: str = typer.Option("auto", help="cpu, cuda or auto."),
     amp: str = typer.Option("auto", help="auto, no, bf16, fp16."),
     seed: int = typer.Option(0),
+    parts: bool = typer.Option(
+        False, help="Train on every part of the corpus folder's parts.json (`ner-data --extra`), each with partial "
+                    "labels: a token a part leaves unlabelled may still be of a label the part does not annotate."),
     resume: bool = typer.Option(False, help="Continue from the newest checkpoint in --run-dir."),
 ) -> None:
     """Fine-tune the transformer NER (MiniLM + KB-name features) with early stopping on dev."""
+    from .corpus import read_parts
     from .tagger.config import NerConfig
     from .tagger.trainer import NerTrainer
 
@@ -78,7 +87,11 @@ def ner_train(
         if styles:
             config.styles = list(STYLE_FILES)
         train = [corpus / STYLE_FILES[style] for style in config.styles] or [corpus / "train.spacy"]
-        trainer = NerTrainer(config, train, corpus / "dev.spacy", kb, output, run_dir)
+        known = None
+        if parts:
+            listed = read_parts(corpus)
+            train, known = [corpus / part["file"] for part in listed], [part["labels"] for part in listed]
+        trainer = NerTrainer(config, train, corpus / "dev.spacy", kb, output, run_dir, known=known)
         result = trainer.train(resume=resume)
     typer.echo(json.dumps(result, indent=2))
 
