@@ -130,15 +130,19 @@ def ner_e2e(
     model: Optional[str] = typer.Option(None, help="Encoder used with KB files (default: the pipe's)."),
     abbreviations: bool = typer.Option(True, help="Run scispaCy's abbreviation detector before linking."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the scores as JSON here."),
+    sweep: List[float] = typer.Option([], "--sweep", help="Also score document-level concepts at this threshold "
+                                                          "(repeat; the same run, no second pass)."),
 ) -> None:
-    """NER + linking on raw documents: P/R/F1 of (span, concept ID) pairs, and Acc@1 on gold spans."""
+    """NER + linking on raw documents: per type, NER, linked-mention and document-level concept P/R/F1
+    (at the linker's threshold, and at each --sweep threshold), and Acc@1 on gold spans."""
     from .corpus import CorpusPaths
     from .e2e import run_e2e
 
     with exit_on_input_error():
         paths = CorpusPaths.from_folder(corpora)
         results = run_e2e(ner_model, paths.bc5cdr_dev, paths.ncbi_test, bc5cdr_linker=bc5cdr_linker,
-                          ncbi_linker=ncbi_linker, model=model, abbreviations=abbreviations, output=output)
+                          ncbi_linker=ncbi_linker, model=model, abbreviations=abbreviations, output=output,
+                          thresholds=sweep)
     for result in results:
         typer.echo(result.summary())
 
