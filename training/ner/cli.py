@@ -69,6 +69,8 @@ def ner_train(
     device: str = typer.Option("auto", help="cpu, cuda or auto."),
     amp: str = typer.Option("auto", help="auto, no, bf16, fp16."),
     seed: int = typer.Option(0),
+    num_threads: int = typer.Option(0, help="torch CPU threads (0: torch's default); 1 is faster when another "
+                                            "job shares the cores."),
     parts: bool = typer.Option(
         False, help="Train on every part of the corpus folder's parts.json (`ner-data --extra`), each with partial "
                     "labels: a token a part leaves unlabelled may still be of a label the part does not annotate."),
@@ -83,7 +85,7 @@ def ner_train(
         config = NerConfig(base_model=base_model, epochs=epochs, patience=patience, batch_size=batch_size,
                            grad_accum=grad_accum, lr=lr, head_lr=head_lr, warmup_steps=warmup_steps,
                            max_pieces=max_pieces, freeze_embeddings=freeze_embeddings, layers=layers, shapes=shapes,
-                           device=device, amp=amp, seed=seed)
+                           device=device, amp=amp, seed=seed, num_threads=num_threads)
         if styles:
             config.styles = list(STYLE_FILES)
         train = [corpus / STYLE_FILES[style] for style in config.styles] or [corpus / "train.spacy"]
