@@ -107,13 +107,13 @@ def ner_evaluate(
     style: Optional[str] = typer.Option(
         None, help="Annotation style of a sapbert_ner model (bc5cdr, the default, or ncbi)."),
 ) -> None:
-    """Print precision/recall/F1 per label on BC5CDR dev and NCBI test (exact character spans)."""
+    """Print precision/recall/F1 per label on BC5CDR dev, NCBI test and NCBI dev (exact character spans)."""
     from .corpus import CorpusPaths
     from .scores import evaluate_ner, format_report
 
     with exit_on_input_error():
         paths = CorpusPaths.from_folder(corpora)
-        reports = evaluate_ner(model, paths.bc5cdr_dev, paths.ncbi_test, output, check_set, style)
+        reports = evaluate_ner(model, paths.bc5cdr_dev, paths.ncbi_test, output, check_set, style, paths.ncbi_dev)
     for report in reports:
         typer.echo(format_report(report))
         for key in ("missed", "false_positives", "gene_false_positives"):

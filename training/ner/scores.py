@@ -143,8 +143,8 @@ def write_report(reports: Sequence[dict], path: PathLike, extra: Optional[dict] 
 
 def evaluate_ner(model: PathLike, bc5cdr_dev: Optional[PathLike] = None, ncbi_test: Optional[PathLike] = None,
                  output: Optional[PathLike] = None, check_set: Optional[PathLike] = None,
-                 style: Optional[str] = None) -> List[dict]:
-    """Score a NER pipeline on BC5CDR dev (CHEMICAL, DISEASE), NCBI test (DISEASE only) and, given
+                 style: Optional[str] = None, ncbi_dev: Optional[PathLike] = None) -> List[dict]:
+    """Score a NER pipeline on BC5CDR dev (CHEMICAL, DISEASE), NCBI test and dev (DISEASE only) and, given
     ``check_set``, the lay-language and gene-name sentences of :mod:`.lay`. ``style`` is the
     annotation style a ``sapbert_ner`` pipe tags in (see :mod:`spacy_sapbert.tagger.features`).
 
@@ -164,6 +164,9 @@ def evaluate_ner(model: PathLike, bc5cdr_dev: Optional[PathLike] = None, ncbi_te
     if ncbi_test is not None:
         docs = list(read_pubtator(ncbi_test))
         reports.append(evaluate_corpus(nlp, docs, NCBI_LABELS, labels=[DISEASE], name="NCBI test"))
+    if ncbi_dev is not None:
+        docs = list(read_pubtator(ncbi_dev))
+        reports.append(evaluate_corpus(nlp, docs, NCBI_LABELS, labels=[DISEASE], name="NCBI dev"))
     if check_set is not None:
         from .lay import evaluate_check_set
 
