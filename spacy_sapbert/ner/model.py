@@ -77,6 +77,18 @@ def table_digest(weight: torch.Tensor) -> str:
     return hashlib.sha256(weight.detach().cpu().half().contiguous().numpy().tobytes()).hexdigest()
 
 
+def read_word_embeddings(encoder_folder: PathLike) -> torch.Tensor:
+    """The word-piece table of a saved encoder folder (``model.safetensors``), read alone."""
+    from safetensors import safe_open
+
+    path = Path(encoder_folder) / bert.WEIGHTS_FILE
+    with safe_open(str(path), framework="pt") as weights:
+        names = [name for name in weights.keys() if name.endswith(WORD_EMBEDDINGS)]
+        if not names:
+            raise ValueError(f"{path}: no {WORD_EMBEDDINGS} tensor")
+        return weights.get_tensor(names[0]).float()
+
+
 def save(model: TokenTagger, tokenizer_folder: Path, tags: Sequence[str], folder: PathLike,
          dtype: torch.dtype = torch.float32, extra: Dict[str, Any] = None, shared_from: Optional[str] = None) -> Path:
     """Write the model folder (see the module docstring); ``dtype`` float16 for shipping. With

@@ -77,7 +77,7 @@ class TransformerNER(Pipe):
                 raise InputError(f"not a sapbert_ner model folder: {name} is missing", folder)
         settings = tagger_model.read_settings(folder)
         shared = settings.get(tagger_model.SHARED_KEY)
-        table = self._shared_table(shared["from"], folder) if shared else None
+        table = self._shared_table(shared["from"], folder, shared["sha256"]) if shared else None
         model, tokenizer, settings = tagger_model.load(folder, table)
         self.shared_from = shared["from"] if shared else None
         gazetteer = Gazetteer.from_disk(folder)
@@ -98,13 +98,26 @@ class TransformerNER(Pipe):
         self.tagging.style_index()  # an unknown style is an error now, not at the first document
         self.folder = folder
 
-    def _shared_table(self, source: str, folder: Optional[Path] = None) -> Any:
-        """The word-piece table of pipe ``source``'s encoder."""
-        if source not in self.nlp.pipe_names:
-            where = (folder or Path(".")) / tagger_model.SETTINGS_FILE
-            raise InputError(f"this NER takes its word-piece table from the {source!r} pipe, which the pipeline "
-                             f"lacks (pipes: {self.nlp.pipe_names})", where)
-        return self.nlp.get_pipe(source).encoder.model.embeddings.word_embeddings.weight
+    def _shared_table(self, source: str, folder: Optional[Path] = None, digest: Optional[str] = None) -> Any:
+        """The word-piece table of pipe ``source``'s encoder, or, when the pipeline has no such pipe
+        (excluded, renamed) or its encoder is another model, the table in the saved pipeline's
+        ``<source>/encoder`` folder beside this pipe's: the NER works alone and a linker added
+        later never changes what it tags. ``digest`` (from ``tagger.json``) must match."""
+        table = None
+        if source in self.nlp.component_names:
+            encoder = getattr(self.nlp.get_pipe(source), "encoder", None)
+            table = encoder.model.embeddings.word_embeddings.weight if encoder is not None else None
+            if digest is None or table is not None and tagger_model.table_digest(table) == digest:
+                return table
+        saved = folder.parent / source / "encoder" if folder is not None else None
+        if saved is not None and (saved / "model.safetensors").is_file():
+            table = tagger_model.read_word_embeddings(saved)
+            if digest is None or tagger_model.table_digest(table) == digest:
+                return table
+        where = (folder or Path(".")) / tagger_model.SETTINGS_FILE
+        lacks = "differs" if table is not None else "cannot be found"
+        raise InputError(f"this NER takes its word-piece table from the {source!r} pipe's encoder, and that table "
+                         f"{lacks} (pipes: {self.nlp.component_names}; saved encoder looked for in {saved})", where)
 
     def share_word_embeddings(self, source: str = "sapbert_linker") -> bool:
         """Save this model without its word-piece table when pipe ``source``'s encoder has the same one

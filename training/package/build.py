@@ -46,13 +46,29 @@ DEFAULT_RESCORE_GAP = 0.1
 (:mod:`spacy_sapbert.index.exact_rescore`): on BC5CDR and NCBI dev gold spans the PQ64 index then links
 as exact search does (81.85 / 80.69 Acc@1; without re-scoring 81.22 / 80.43), encoding ~4 names
 per distinct mention."""
-LICENCES = (
-    "Code: Apache-2.0. Encoder: fine-tuned from sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0). "
-    "KB: MeSH 2024 (NLM, public domain; see https://www.nlm.nih.gov/databases/download/terms_and_conditions.html) "
-    "and CTD's MEDIC (© MDI Biological Laboratory and NC State University; free for research and education, "
-    "see https://ctdbase.org/about/legal.jsp). NER training data: BC5CDR (BioCreative V CDR) and NCBI disease "
-    "corpora (public research corpora)."
-)
+LICENCES = "\n".join([
+    "Code: Apache-2.0. Encoder: fine-tuned from sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0).",
+    "",
+    "| used for | corpus or vocabulary | licence |",
+    "|---|---|---|",
+    "| KB, gazetteer | MeSH 2024 descriptors (NLM) | public domain; NLM terms: "
+    "https://www.nlm.nih.gov/databases/download/terms_and_conditions.html |",
+    "| KB, gazetteer | CTD's MEDIC (2012 and 2017) | © MDI Biological Laboratory and NC State University; free for "
+    "research and education: https://ctdbase.org/about/legal.jsp |",
+    "| KB (mesh-medic-chem), gazetteer | MeSH supplementary records from gilda 1.6.1's mesh_mappings.tsv | "
+    "BSD-2-Clause (gilda); names from MeSH (NLM) and ChEBI (CC BY 4.0) |",
+    "| KB (mesh-medic-chem), gazetteer | DrugBank open vocabulary | CC0 1.0 |",
+    "| gazetteer (open-biomed) | Human Disease Ontology | CC0 |",
+    "| gazetteer (open-biomed) | Orphanet Rare Disease Ontology, NCI Thesaurus, MONDO mappings | CC BY 4.0 |",
+    "| gazetteer (open-biomed) | Human Phenotype Ontology | HPO licence (free use, cite HPO) |",
+    "| encoder, KB names, NER | BC5CDR train (BioCreative V CDR) | public domain mark |",
+    "| encoder, KB names, NER | NCBI disease corpus, train | public domain (US Government work) |",
+    "| NER | BioRED (documents of BC5CDR dev/test and NCBI dev/test removed) | NCBI, US Government work |",
+    "| NER | BioNLP13CG, BioNLP13PC (MTL-Bioinformatics-2016 IOB) | CC BY-SA 3.0 |",
+    "| NER | BioNLP11ID (MTL-Bioinformatics-2016 IOB) | GENIA Project License |",
+    "| NER | CRAFT chemicals (MTL-Bioinformatics-2016 IOB) | CC BY 4.0 (repository); CRAFT's own terms |",
+    "| NER (genes as negatives) | BC2GM (MTL-Bioinformatics-2016 IOB) | CC BY 4.0 (repository) |",
+])
 
 
 def agreement(exact: NameIndex, compact: NameIndex, queries: np.ndarray, k: int = 10) -> Dict[str, float]:

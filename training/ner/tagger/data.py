@@ -53,27 +53,68 @@ def build_gazetteer(kb_files: Sequence[PathLike], label_to_types: Mapping[str, S
     return gazetteer
 
 
+PARTIAL_O = -1
+"""Gold of a token a corpus leaves unlabelled while it does not annotate every label: ``O`` or any tag
+of a label the corpus does not know (:attr:`Example.open_tags`)."""
+
+
 @dataclass
 class Example:
     window: Window
     gold: List[int]
+    open_tags: Tuple[int, ...] = ()
+    """The tags a :data:`PARTIAL_O` token may have (``O`` and the unknown labels' ``B-``/``I-``)."""
 
 
-def examples(docs: Sequence[Doc], tagging: Tagging, style: Optional[str] = None
-             ) -> Tuple[List[Example], Dict[str, int]]:
-    """Every window of every doc (read in ``style``) with the gold tags of its scored tokens, and counts for the log."""
+def open_tags(scheme: TagScheme, known: Optional[Sequence[str]]) -> Tuple[int, ...]:
+    """Tags an unlabelled token of a corpus that annotates only ``known`` may have (empty: all labels known)."""
+    unknown = [label for label in scheme.labels if known is not None and label not in known]
+    if not unknown:
+        return ()
+    return (0,) + tuple(t for label in unknown for t in (scheme.begin(label), scheme.begin(label) + 1))
+
+
+def examples(docs: Sequence[Doc], tagging: Tagging, style: Optional[str] = None,
+             known: Optional[Sequence[str]] = None) -> Tuple[List[Example], Dict[str, int]]:
+    """Every window of every doc (read in ``style``) with the gold tags of its scored tokens, and counts for the log.
+
+    ``known``: the labels the docs annotate completely (None: all). A token outside every entity
+    is then :data:`PARTIAL_O`; a token of an entity whose label is not the scheme's (extra_corpora's
+    ``NEG``: genes) is a certain ``O``.
+    """
     out: List[Example] = []
-    stats = {"docs": len(docs), "windows": 0, "tokens": 0, "ignored": 0, "entities": 0}
+    opened = open_tags(tagging.scheme, known)
+    stats = {"docs": len(docs), "windows": 0, "tokens": 0, "ignored": 0, "partial": 0, "entities": 0}
     for doc in docs:
         gold = tagging.scheme.gold(doc)
-        stats["entities"] += len(doc.ents)
+        if opened:
+            gold = [PARTIAL_O if tag == 0 and token.ent_iob == 2 else tag for tag, token in zip(gold, doc)]
+        stats["entities"] += sum(1 for e in doc.ents if e.label_ in tagging.scheme.labels)
         for window in tagging.windows(doc, style):
             tags = [gold[i] for i in window.tokens]
-            out.append(Example(window, tags))
+            out.append(Example(window, tags, opened))
             stats["windows"] += 1
             stats["tokens"] += len(tags)
             stats["ignored"] += sum(t == IGNORE for t in tags)
+            stats["partial"] += sum(t == PARTIAL_O for t in tags)
     return out, stats
+
+
+def partial_label_loss(logits, gold, allowed):
+    """Mean over scored tokens of ``-log P(tag in allowed)``: cross-entropy where a tag is known,
+    the summed probability of every tag the corpus leaves open where it is not.
+
+    ``logits``: tokens × tags; ``gold``: tag ids (IGNORE to skip); ``allowed``: tokens × tags bool.
+    """
+    import torch
+
+    kept = gold != IGNORE
+    if not bool(kept.any()):
+        return logits.sum() * 0.0
+    logits, allowed = logits[kept], allowed[kept]
+    total = torch.logsumexp(logits, dim=-1)
+    inside = torch.logsumexp(logits.masked_fill(~allowed, float("-inf")), dim=-1)
+    return (total - inside).mean()
 
 
 def span_f1(docs: Sequence[Doc], predicted: Sequence[Sequence]) -> Dict[str, float]:

@@ -38,7 +38,8 @@ from ...common.schedule import make_scheduler
 from ...common.signals import StopOnSignal
 from ...common.step import accumulated_step
 from .config import DEFAULT_BASE, NerConfig, resume_identity
-from .data import build_gazetteer, examples, fingerprint, read_docbin, scheme_for, span_f1
+from .data import (PARTIAL_O, build_gazetteer, examples, fingerprint, partial_label_loss, read_docbin, scheme_for,
+                   span_f1)
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -63,8 +64,11 @@ class NerTrainer(CheckpointedRun):
     """One run: DocBin train/dev + KB files + base encoder → NER pipeline folder, checkpoints in ``run_dir``."""
 
     def __init__(self, config: NerConfig, train: Sequence[PathLike], dev: PathLike, kb_files: Sequence[PathLike],
-                 output: PathLike, run_dir: PathLike = "training_runs/ner-tagger") -> None:
-        """``train``: one DocBin file, or one per name in ``config.styles`` (in that order)."""
+                 output: PathLike, run_dir: PathLike = "training_runs/ner-tagger",
+                 known: Optional[Sequence[Optional[Sequence[str]]]] = None) -> None:
+        """``train``: one DocBin file, or one per name in ``config.styles`` (in that order); or, with
+        ``known`` (the labels each file annotates completely, ``parts.json``), any number of files
+        learnt with partial labels in one style."""
         self.config = config.validate()
         self.output, self.run_dir = Path(output), Path(run_dir)
         self.device, self.accelerator = make_accelerator(config.device, config.amp, config.num_threads)
@@ -81,15 +85,19 @@ class NerTrainer(CheckpointedRun):
         model.dropout.p = config.dropout
         model.encoder.embeddings.word_embeddings.weight.requires_grad = not config.freeze_embeddings
         train = [train] if isinstance(train, (str, Path)) else list(train)
-        if len(train) != max(len(config.styles), 1):
+        if known is not None and (config.styles or len(known) != len(train)):
+            raise InputError(f"{len(train)} training files, {len(known)} label sets: give one per file (no styles)",
+                             field="parts")
+        if known is None and len(train) != max(len(config.styles), 1):
             raise InputError(f"{len(train)} training files for styles {config.styles}: give one file per style",
                              field="styles")
         self.dev_docs = read_docbin(dev, self.nlp)
         self.tagging = self._tagging(model)
         self.examples = []
-        for path, style in zip(train, config.styles or [None]):
-            found, stats = examples(read_docbin(path, self.nlp), self.tagging, style)
-            logger.info("training data %s (style %s): %s", path, style, json.dumps(stats))
+        styles = config.styles or [None] * len(train)
+        for path, style, labels in zip(train, styles, known or [None] * len(train)):
+            found, stats = examples(read_docbin(path, self.nlp), self.tagging, style, labels)
+            logger.info("training data %s (style %s, labels %s): %s", path, style, labels or "all", json.dumps(stats))
             self.examples += found
         self.plan = BatchPlan(len(self.examples), config.batch_size, config.grad_accum, self.world, config.seed)
         if self.plan.steps_per_epoch == 0:
@@ -99,6 +107,8 @@ class NerTrainer(CheckpointedRun):
         self.scheduler = make_scheduler(optimizer, config, self.total_steps)  # type: ignore[arg-type]
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.identity = resume_identity(config, fingerprint([*train, dev], self.gazetteer), self.world)
+        if known is not None:
+            self.identity["known"] = [list(labels) if labels is not None else None for labels in known]
         self.step = 0
         self.history: List[Dict[str, Any]] = []
         self.elapsed_before = 0.0
@@ -117,10 +127,30 @@ class NerTrainer(CheckpointedRun):
         rows = tagger_model.scores_at(self.model(ids, feats, mask), windows)
         logits = torch.cat(rows)
         gold = torch.tensor([t for i in indices for t in self.examples[i].gold], device=logits.device)
-        loss = torch.nn.functional.cross_entropy(logits.float(), gold, ignore_index=IGNORE)
+        if any(self.examples[i].open_tags for i in indices):
+            allowed = self._allowed(indices, gold, logits.shape[-1])
+            loss = partial_label_loss(logits.float(), gold, allowed)
+            gold = torch.where(gold == PARTIAL_O, torch.full_like(gold, IGNORE), gold)
+        else:
+            loss = torch.nn.functional.cross_entropy(logits.float(), gold, ignore_index=IGNORE)
         kept = gold != IGNORE
         accuracy = float((logits.argmax(-1)[kept] == gold[kept]).float().mean()) if kept.any() else 0.0
         return loss, accuracy
+
+    def _allowed(self, indices: Sequence[int], gold: torch.Tensor, n_tags: int) -> torch.Tensor:
+        """tokens × tags: the gold tag where it is known, the example's open tags at a PARTIAL_O token."""
+        allowed = torch.zeros((gold.shape[0], n_tags), dtype=torch.bool, device=gold.device)
+        certain = gold >= 0
+        allowed[certain.nonzero(as_tuple=True)[0], gold[certain]] = True
+        row = 0
+        for i in indices:
+            example = self.examples[i]
+            if example.open_tags:
+                rows = [row + k for k, tag in enumerate(example.gold) if tag == PARTIAL_O]
+                if rows:
+                    allowed[torch.tensor(rows)[:, None], torch.tensor(example.open_tags)[None, :]] = True
+            row += len(example.gold)
+        return allowed
 
     def evaluate_dev(self) -> Dict[str, float]:
         tagging = self._tagging(self.accelerator.unwrap_model(self.model, keep_fp32_wrapper=False))

@@ -1,0 +1,123 @@
+"""The end-to-end table: what a user gets from raw abstracts, per entity type, at any threshold.
+
+The pipeline runs once per corpus with the linker's threshold at 0, and each entity's label,
+offsets and best (concept, score) are kept (:func:`collect`). A threshold then only decides which
+entities keep their concept, so every threshold is scored from the same run (:func:`score`):
+
+* **NER**: strict (start, end, label) against every gold mention of the type;
+* **mentions**: (start, end, label, concept) against the gold mentions with IDs (a composite
+  mention gives one pair per part; predictions on spans whose gold has no ID count neither way);
+* **documents**: per abstract, the set of concepts of a type (BioCreative V CDR's DNER measure
+  for diseases), micro-averaged over the abstracts.
+
+Concepts are compared through the KB (:func:`spacy_sapbert.kb.matching.concept_key`), as in :mod:`.e2e`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+
+from spacy.language import Language
+from tqdm import tqdm
+
+from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+from spacy_sapbert.kb.matching import concept_key
+from ..corpora import Document
+from .scores import PRF
+
+LEVELS = ("ner", "mentions", "documents")
+ALL = "ALL"
+
+
+@dataclass(frozen=True)
+class Entity:
+    """One predicted entity: where, which label, and the linker's best concept and score (or none)."""
+
+    pmid: str
+    start: int
+    end: int
+    label: str
+    concept: str
+    score: float
+
+
+def collect(nlp: Language, documents: Sequence[Document], labels: Sequence[str],
+            kb: Optional[KnowledgeBase], linker: str = "sapbert_linker") -> List[Entity]:
+    """Run the pipeline on the raw texts with the linker's threshold at 0 (restored after)."""
+    pipe = nlp.get_pipe(linker)
+    threshold = pipe.threshold
+    pipe.threshold = 0.0
+    found: List[Entity] = []
+    try:
+        docs = nlp.pipe((d.text for d in documents), batch_size=32)
+        for document, doc in tqdm(zip(documents, docs), total=len(documents), desc="NER+linking", unit="doc",
+                                  leave=False):
+            for ent in doc.ents:
+                if ent.label_ not in labels:
+                    continue
+                best = ent._.kb_ents[0] if ent._.kb_ents else ("", float("-inf"))
+                found.append(Entity(document.pmid, ent.start_char, ent.end_char, ent.label_,
+                                    concept_key(best[0], kb) if best[0] else "", float(best[1])))
+    finally:
+        pipe.threshold = threshold
+    return found
+
+
+def gold_sets(documents: Iterable[Document], label_map: Mapping[str, str], kb: Optional[KnowledgeBase]
+              ) -> Tuple[Set[tuple], Set[tuple], Set[tuple], Set[tuple]]:
+    """(spans, linked pairs, document concepts, spans without ID) of the gold mentions."""
+    spans, pairs, concepts, no_id = set(), set(), set(), set()
+    for doc in documents:
+        for m in doc.mentions:
+            label = label_map.get(m.type)
+            if label is None:
+                continue
+            spans.add((doc.pmid, m.start, m.end, label))
+            if not m.ids:
+                no_id.add((doc.pmid, m.start, m.end, label))
+            for concept_id in m.ids:
+                key = concept_key(concept_id, kb)
+                pairs.add((doc.pmid, m.start, m.end, label, key))
+                concepts.add((doc.pmid, label, key))
+    no_id -= {p[:4] for p in pairs}
+    return spans, pairs, concepts, no_id
+
+
+def _prf(gold: Set[tuple], predicted: Set[tuple]) -> PRF:
+    tp = len(gold & predicted)
+    return PRF(tp, len(predicted) - tp, len(gold) - tp)
+
+
+def score(entities: Sequence[Entity], gold: Tuple[Set[tuple], Set[tuple], Set[tuple], Set[tuple]],
+          labels: Sequence[str], threshold: Optional[float]) -> Dict[str, Dict[str, PRF]]:
+    """label (and ``ALL``) → level → P/R/F1, an entity keeping its concept when its score >= ``threshold``."""
+    spans, pairs, concepts, no_id = gold
+    linked = [e for e in entities if e.concept and (threshold is None or e.score >= threshold)]
+    predicted = {
+        "ner": {(e.pmid, e.start, e.end, e.label) for e in entities},
+        "mentions": {(e.pmid, e.start, e.end, e.label, e.concept) for e in linked
+                     if (e.pmid, e.start, e.end, e.label) not in no_id},
+        "documents": {(e.pmid, e.label, e.concept) for e in linked},
+    }
+    wanted = {"ner": spans, "mentions": pairs, "documents": concepts}
+    label_of = {"ner": 3, "mentions": 3, "documents": 1}
+    table: Dict[str, Dict[str, PRF]] = {}
+    for label in list(labels) + [ALL]:
+        keep = (lambda item, i: True) if label == ALL else (lambda item, i, label=label: item[i] == label)
+        table[label] = {level: _prf({g for g in wanted[level] if keep(g, label_of[level])},
+                                    {p for p in predicted[level] if keep(p, label_of[level])}) for level in LEVELS}
+    return table
+
+
+def sweep(entities: Sequence[Entity], gold: Tuple[Set[tuple], Set[tuple], Set[tuple], Set[tuple]],
+          labels: Sequence[str], thresholds: Iterable[float], level: str = "documents") -> List[Tuple[float, PRF]]:
+    """(threshold, pooled P/R/F1 at ``level``) for each threshold: what the default threshold is chosen from."""
+    return [(t, score(entities, gold, labels, t)[ALL][level]) for t in thresholds]
+
+
+def table_rows(table: Dict[str, Dict[str, PRF]]) -> List[str]:
+    """Markdown rows: label | NER P/R/F1 | mentions P/R/F1 | documents P/R/F1."""
+    def cell(prf: PRF) -> str:
+        return f"{prf.precision:.2f} / {prf.recall:.2f} / {prf.f1:.2f}"
+    return [f"| {label} | " + " | ".join(cell(levels[level]) for level in LEVELS) + " |"
+            for label, levels in table.items()]
