@@ -58,6 +58,7 @@ def corpus_files(tmp_path: Path) -> Path:
     (tmp_path / "bc5cdr" / "CDR_DevelopmentSet.PubTator.txt").write_text(BC5CDR.replace("100", "101"), encoding="utf-8")
     (tmp_path / "ncbi-disease" / "NCBItrainset_corpus.txt").write_text(NCBI, encoding="utf-8")
     (tmp_path / "ncbi-disease" / "NCBItestset_corpus.txt").write_text(NCBI.replace("200", "201"), encoding="utf-8")
+    (tmp_path / "ncbi-disease" / "NCBIdevelopset_corpus.txt").write_text(NCBI.replace("200", "202"), encoding="utf-8")
     return tmp_path
 
 
@@ -160,7 +161,7 @@ def test_ncbi_chemicals_masked_by_lexicon(nlp, tmp_path):
 def test_build_ner_corpus_writes_docbins_and_stats(nlp, corpus_files, tmp_path):
     out = tmp_path / "out"
     stats = build_ner_corpus(CorpusPaths.from_folder(corpus_files), out)
-    assert set(stats) == {"train/bc5cdr", "train/ncbi", "dev", "ncbi_test"}
+    assert set(stats) == {"train/bc5cdr", "train/ncbi", "dev", "ncbi_test", "ncbi_dev"}
     train = list(DocBin().from_disk(out / "train.spacy").get_docs(nlp.vocab))
     assert len(train) == 2
     assert [e.label_ for e in train[1].ents] == ["DISEASE"] * 3
