@@ -260,6 +260,16 @@ def build_default_pipeline(ner: PathLike, model: PathLike, kb_path: PathLike, ou
     return report
 
 
+def _threshold_sentence(report: Dict[str, Any], cal: Dict[str, Any]) -> str:
+    """The card's word on the threshold: the calibration's high-precision one, or a default chosen since."""
+    chosen = report.get("default_threshold")
+    if not chosen:
+        return f" Scores are calibrated probabilities and the threshold is {cal['threshold']} (see Calibration)."
+    return (f" Scores are calibrated probabilities; the threshold is {chosen['value']}"
+            + (f" ({chosen['chosen_for']})" if chosen.get("chosen_for") else "")
+            + f"; {cal['threshold']} gives {100 * cal['precision']:.0f}% link precision (see Calibration).")
+
+
 def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") -> str:
     pq, cal = report.get("pq_vs_exact", {}), report.get("calibration")
     lines: List[str] = [
@@ -282,8 +292,7 @@ def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") ->
         f"({report['index_params']['pq_m']} bytes per name)" + (
             f"; the candidates within {report['rescore_gap']:g} of a span's best score are scored exactly by "
             "encoding their names (`rescore_gap`)" if report.get("rescore_gap") is not None else "") + "." + (
-            f" Scores are calibrated probabilities and the threshold is {cal['threshold']} (see Calibration)."
-            if cal else ""), "",
+            _threshold_sentence(report, cal) if cal else ""), "",
         "## Build", "",
         "```bash\nspacy project run kb && spacy project run ner\n"
         "spacy project run default-finetune && spacy project run package" + (
@@ -311,7 +320,8 @@ def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") ->
                   "`kb_ents` scores are P(right link) from the best candidate's cosine and its margin over the next "
                   "concept (logistic regression, `sapbert_linker/cfg.json`), fitted as `sapbert calibrate` fits it "
                   f"({cal['fitted_on']}). Their Acc@1 without a threshold is "
-                  f"{100 * cal['accuracy_without_threshold']:.2f}%. At the threshold, {cal['threshold']}, "
+                  f"{100 * cal['accuracy_without_threshold']:.2f}%. At the "
+                  f"{'high-precision ' if report.get('default_threshold') else ''}threshold, {cal['threshold']}, "
                   f"{100 * cal['coverage']:.1f}% of those spans are linked at {100 * cal['precision']:.1f}% precision "
                   f"(2-fold by document: {100 * cv['precision']:.1f}% at {100 * cv['coverage']:.1f}%). "
                   "`threshold = null` links every span.", ""]

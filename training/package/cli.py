@@ -68,13 +68,19 @@ def package_ner(
     output: SwapOutputOption = ...,
     card: CardOption = None,
     overwrite: SwapOverwriteOption = False,
+    threshold: Optional[float] = typer.Option(None, "--threshold", help="The linker's new default threshold "
+                                              "(e.g. the best document-level F1 of `sapbert ner-e2e --sweep` on dev)."),
+    threshold_reason: str = typer.Option("", "--threshold-reason", help="What --threshold was chosen for "
+                                         "(model card)."),
 ) -> None:
-    """Swap the NER of a packaged default pipeline for a newly trained one; the linker stays as it is."""
+    """Swap the NER of a packaged default pipeline for a newly trained one; the linker stays as it is
+    (its threshold too, unless --threshold sets a new one)."""
     from .swap_ner import replace_ner
 
     with exit_on_input_error():
         extra = card.read_text(encoding="utf-8") if card else ""
-        report = replace_ner(pipeline, ner, output, card_extra=extra, overwrite=overwrite)
+        report = replace_ner(pipeline, ner, output, card_extra=extra, overwrite=overwrite, threshold=threshold,
+                             threshold_reason=threshold_reason)
     typer.echo(json.dumps(report, indent=1))
 
 

@@ -13,7 +13,7 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any, Dict, Union
+from typing import Any, Dict, Optional, Union
 
 from spacy_sapbert.errors import InputError
 
@@ -26,8 +26,13 @@ NER_COMPONENTS = ("tok2vec",) + NER_PIPES
 
 
 def replace_ner(pipeline: PathLike, ner: PathLike, output: PathLike, card_extra: str = "",
-                overwrite: bool = False) -> Dict[str, Any]:
-    """Write ``pipeline`` with the NER of ``ner`` to ``output`` (which may be ``pipeline`` itself)."""
+                overwrite: bool = False, threshold: Optional[float] = None,
+                threshold_reason: str = "") -> Dict[str, Any]:
+    """Write ``pipeline`` with the NER of ``ner`` to ``output`` (which may be ``pipeline`` itself).
+
+    ``threshold``: the linker's new default threshold (the NER decides which spans there are to link,
+    so the best end-to-end threshold moves with it), recorded with ``threshold_reason`` in the build
+    report and the model card beside the calibration's high-precision one."""
     import spacy
 
     started = time.perf_counter()
@@ -54,6 +59,12 @@ def replace_ner(pipeline: PathLike, ner: PathLike, output: PathLike, card_extra:
         report["ner_layers"] = len(pipe._ready().model.encoder.encoder.layer)
         pipe.nlp = nlp  # it came from `source`: the table it may share is this pipeline's linker's
         report["ner_shares_word_embeddings"] = pipe.share_word_embeddings("sapbert_linker")
+    if threshold is not None:
+        if not 0.0 <= threshold <= 1.0:
+            raise InputError(f"must be between 0 and 1, got {threshold}", field="--threshold")
+        nlp.get_pipe("sapbert_linker").threshold = threshold
+        nlp.get_pipe_config("sapbert_linker")["threshold"] = threshold
+        report["default_threshold"] = {"value": threshold, "chosen_for": threshold_reason}
     report["ner_swap_seconds"] = round(time.perf_counter() - started, 1)
     write_pipeline(nlp, report, output, card_extra, overwrite, keep_from=pipeline,
                    keep=[n for n in nlp.pipe_names if n not in NER_COMPONENTS and (pipeline / n).is_dir()])

@@ -53,6 +53,17 @@ def test_replace_ner_keeps_the_linker_and_records_the_new_ner(ner_pipeline, tmp_
     assert "`sapbert_ner`" in (out / "README.md").read_text()
 
 
+def test_replace_ner_sets_a_new_default_threshold_and_the_card_keeps_the_high_precision_one(ner_pipeline, tmp_path):
+    high = spacy.load(DEFAULT_PIPELINE).get_pipe("sapbert_linker").threshold
+    replace_ner(DEFAULT_PIPELINE, ner_pipeline, tmp_path / "out", threshold=0.5, threshold_reason="best F1 on dev")
+    assert spacy.load(tmp_path / "out").get_pipe("sapbert_linker").threshold == 0.5
+    assert _digests(tmp_path / "out" / "sapbert_linker") == _digests(Path(DEFAULT_PIPELINE) / "sapbert_linker")
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "the threshold is 0.5 (best F1 on dev)" in card and f"high-precision threshold, {high}" in card
+    with pytest.raises(InputError, match="between 0 and 1"):
+        replace_ner(DEFAULT_PIPELINE, ner_pipeline, tmp_path / "bad", threshold=1.5)
+
+
 def test_replace_ner_refuses_what_is_not_a_package_or_a_ner(ner_pipeline, tmp_path):
     with pytest.raises(InputError, match="build.json missing"):
         replace_ner(ner_pipeline, ner_pipeline, tmp_path / "a")
