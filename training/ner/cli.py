@@ -150,6 +150,20 @@ def ner_e2e(
         typer.echo(result.summary())
 
 
+def ner_gazetteer(
+    ner_model: Path = typer.Argument(..., help="A trained sapbert_ner pipeline (training_runs/ner-tagger/model-best)."),
+    kb: List[Path] = typer.Option(..., "--kb", help="KB file(s) whose names become the new gazetteer."),
+    output: Path = typer.Option(..., "--output", "-o", help="The pipeline with the new gazetteer (new or empty)."),
+) -> None:
+    """The same NER reading a gazetteer built from other KBs (more names, e.g. kbs/mesh-medic-chem.jsonl.gz):
+    the features keep their meaning (begins/continues a name of a label), so no training is needed."""
+    from .gazetteer_swap import swap_gazetteer
+
+    with exit_on_input_error():
+        names = swap_gazetteer(ner_model, kb, output)
+    typer.echo(f"{output}: gazetteer of {names:,} names from {', '.join(map(str, kb))}")
+
+
 def ner_vectors(
     output: Path = typer.Argument(..., help="word2vec text file to write (then: spacy init vectors --attr LOWER)."),
     corpus: List[Path] = typer.Option(..., "--corpus", help="Training PubTator file(s) whose words get vectors."),
@@ -172,3 +186,4 @@ def register(app: typer.Typer) -> None:
     app.command("ner-evaluate")(ner_evaluate)
     app.command("ner-e2e")(ner_e2e)
     app.command("ner-vectors")(ner_vectors)
+    app.command("ner-gazetteer")(ner_gazetteer)
