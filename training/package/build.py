@@ -192,7 +192,8 @@ NER_PIPES = ("sapbert_ner", "ner")
 """The NER components a default pipeline can start with: the transformer NER, or spaCy's (tok2vec + ner)."""
 NER_CARD = {
     "sapbert_ner": "- `sapbert_ner`: CHEMICAL and DISEASE, the project's MiniLM fine-tuned as a token tagger with "
-                   "KB-name features (MeSH, MEDIC, open-biomed), trained by `spacy project run ner` on BC5CDR train "
+                   "KB-name features (MeSH with its supplementary records, DrugBank, MEDIC, open-biomed: "
+                   "mesh-medic-chem and open-biomed), trained by `spacy project run ner` on BC5CDR train "
                    "+ NCBI disease train; scispaCy's tokenizer with hyphen splitting.",
     "ner": "- `tok2vec` + `ner`: CHEMICAL and DISEASE, trained by `spacy project run ner-train-tok2vec` "
            "(configs/ner.cfg) on BC5CDR train + NCBI disease train; scispaCy's tokenizer with hyphen splitting.",
