@@ -54,7 +54,7 @@ def test_replace_ner_keeps_the_linker_and_records_the_new_ner(ner_pipeline, tmp_
 
 
 def test_replace_ner_sets_a_new_default_threshold_and_the_card_keeps_the_high_precision_one(ner_pipeline, tmp_path):
-    high = spacy.load(DEFAULT_PIPELINE).get_pipe("sapbert_linker").threshold
+    high = json.loads((Path(DEFAULT_PIPELINE) / "build.json").read_text())["calibration"]["threshold"]
     replace_ner(DEFAULT_PIPELINE, ner_pipeline, tmp_path / "out", threshold=0.5, threshold_reason="best F1 on dev")
     assert spacy.load(tmp_path / "out").get_pipe("sapbert_linker").threshold == 0.5
     assert _digests(tmp_path / "out" / "sapbert_linker") == _digests(Path(DEFAULT_PIPELINE) / "sapbert_linker")
