@@ -125,10 +125,11 @@ def read_settings(folder: PathLike) -> Dict[str, Any]:
     return settings
 
 
-def load(folder: PathLike, word_embeddings: Optional[torch.Tensor] = None
+def load(folder: PathLike, word_embeddings: Optional[torch.Tensor] = None, table_checked: bool = False
          ) -> Tuple[TokenTagger, bert.FastTokenizer, Dict[str, Any]]:
     """(model in eval mode, tokenizer, tagger.json) from a folder :func:`save` wrote; a model saved
-    with ``shared_from`` needs the table, ``word_embeddings``, from that pipe's encoder."""
+    with ``shared_from`` needs the table, ``word_embeddings``, from that pipe's encoder (its digest is
+    checked here unless the caller already did: ``table_checked``)."""
     from safetensors.torch import load_file
 
     folder = Path(folder)
@@ -141,7 +142,7 @@ def load(folder: PathLike, word_embeddings: Optional[torch.Tensor] = None
              if v.is_floating_point() else v for k, v in tensors.items()}
     shared = settings.get(SHARED_KEY)
     if shared is not None:
-        if word_embeddings is None or table_digest(word_embeddings) != shared["sha256"]:
+        if word_embeddings is None or not table_checked and table_digest(word_embeddings) != shared["sha256"]:
             raise ValueError(f"{folder / SETTINGS_FILE}: the word-piece table is shared with the "
                              f"{shared['from']!r} pipe's encoder, and " +
                              ("none was given" if word_embeddings is None else "the one given differs"))

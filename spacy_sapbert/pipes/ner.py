@@ -78,7 +78,7 @@ class TransformerNER(Pipe):
         settings = tagger_model.read_settings(folder)
         shared = settings.get(tagger_model.SHARED_KEY)
         table = self._shared_table(shared["from"], folder, shared["sha256"]) if shared else None
-        model, tokenizer, settings = tagger_model.load(folder, table)
+        model, tokenizer, settings = tagger_model.load(folder, table, table_checked=True)  # checked just above
         self.shared_from = shared["from"] if shared else None
         gazetteer = Gazetteer.from_disk(folder)
         shapes, styles = bool(settings.get("shapes", False)), tuple(settings.get("styles", ()))

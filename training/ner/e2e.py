@@ -43,18 +43,16 @@ Pair = Tuple[str, int, int, str]
 
 def gold_pairs(documents: Iterable[Document], label_map: Mapping[str, str], kb: Optional[KnowledgeBase]
                ) -> Tuple[Set[Pair], Set[Tuple[str, int, int]]]:
-    """Gold (span, concept) pairs of the mentions with IDs, and the spans of mentions without one."""
-    pairs: Set[Pair] = set()
-    no_id: Set[Tuple[str, int, int]] = set()
-    for doc in documents:
-        for m in doc.mentions:
-            if m.type not in label_map:
-                continue
-            if not m.ids:
-                no_id.add((doc.pmid, m.start, m.end))
-            for concept_id in m.ids:
-                pairs.add((doc.pmid, m.start, m.end, concept_key(concept_id, kb)))
-    return pairs, no_id - {(p, s, e) for p, s, e, _ in pairs}
+    """Gold (span, concept) pairs of the mentions with IDs, and the spans of mentions without one
+    (:func:`.e2e_table.gold_sets` without the labels)."""
+    return _unlabelled(gold_sets(documents, label_map, kb))
+
+
+def _unlabelled(gold: Tuple[Set[tuple], Set[tuple], Set[tuple], Set[tuple]]
+                ) -> Tuple[Set[Pair], Set[Tuple[str, int, int]]]:
+    _, pairs, _, no_id = gold
+    linked = {(p, s, e, c) for p, s, e, _, c in pairs}
+    return linked, {(p, s, e) for p, s, e, _ in no_id} - {pair[:3] for pair in linked}
 
 
 def score_pairs(gold: Set[Pair], predicted: Set[Pair], ignore_spans: Set[Tuple[str, int, int]] = frozenset()) -> PRF:
@@ -166,13 +164,13 @@ def evaluate_e2e(nlp: Language, documents: Sequence[Document], label_map: Mappin
     labels = list(labels) if labels is not None else sorted(set(label_map.values()))
     kb = _linker_kb(nlp)
     wanted = {k: v for k, v in label_map.items() if v in labels}
-    gold, no_id = gold_pairs(documents, wanted, kb)
+    gold_table = gold_sets(documents, wanted, kb)
+    gold, no_id = _unlabelled(gold_table)
     threshold = nlp.get_pipe(LINKER_PIPE).threshold
     entities = collect(nlp, documents, labels, kb, LINKER_PIPE)
     predicted = {(e.pmid, e.start, e.end, e.concept) for e in entities
                  if e.concept and (threshold is None or e.score >= threshold)}
     accuracy, counted = gold_span_accuracy(nlp, documents, wanted, kb)
-    gold_table = gold_sets(documents, wanted, kb)
     result = E2EResult(name, len(documents), len(gold), score_pairs(gold, predicted, no_id), accuracy, counted,
                        threshold, score(entities, gold_table, labels, threshold),
                        sweep(entities, gold_table, labels, thresholds) if thresholds else None)

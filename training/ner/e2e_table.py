@@ -100,12 +100,16 @@ def score(entities: Sequence[Entity], gold: Tuple[Set[tuple], Set[tuple], Set[tu
         "documents": {(e.pmid, e.label, e.concept) for e in linked},
     }
     wanted = {"ner": spans, "mentions": pairs, "documents": concepts}
-    label_of = {"ner": 3, "mentions": 3, "documents": 1}
+    label_at = {"ner": 3, "mentions": 3, "documents": 1}  # where each level's tuples hold the label
     table: Dict[str, Dict[str, PRF]] = {}
     for label in list(labels) + [ALL]:
-        keep = (lambda item, i: True) if label == ALL else (lambda item, i, label=label: item[i] == label)
-        table[label] = {level: _prf({g for g in wanted[level] if keep(g, label_of[level])},
-                                    {p for p in predicted[level] if keep(p, label_of[level])}) for level in LEVELS}
+        table[label] = {}
+        for level in LEVELS:
+            gold_items, found = wanted[level], predicted[level]
+            if label != ALL:
+                gold_items = {g for g in gold_items if g[label_at[level]] == label}
+                found = {f for f in found if f[label_at[level]] == label}
+            table[label][level] = _prf(gold_items, found)
     return table
 
 
