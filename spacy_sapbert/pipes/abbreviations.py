@@ -53,23 +53,32 @@ def _token_span(doc: Doc, start: Any, end: Any) -> Optional[Span]:
     return doc[start:end] if valid else None
 
 
-@Language.factory("abbreviation_entities", default_config={"labels": None},
+@Language.factory("abbreviation_entities", default_config={"labels": None, "serializable": True},
                   requires=["doc.ents"], assigns=["doc.ents", "doc._.abbreviations"])
-def make_abbreviation_entities(nlp: Language, name: str, labels: Optional[List[str]]) -> "AbbreviationEntities":
-    return AbbreviationEntities(nlp, name, labels)
+def make_abbreviation_entities(nlp: Language, name: str, labels: Optional[List[str]],
+                               serializable: bool) -> "AbbreviationEntities":
+    return AbbreviationEntities(nlp, name, labels, serializable)
 
 
 class AbbreviationEntities:
-    """Give each abbreviation (every occurrence) the label of the entity that ends its long form."""
+    """Give each abbreviation (every occurrence) the label of the entity that ends its long form.
+
+    ``serializable`` (the default) leaves ``doc._.abbreviations`` in the form of scispaCy's
+    ``AbbreviationDetector(make_serializable=True)``: dicts of offsets and texts, and
+    ``span._.long_form`` a string. Spans there cannot be serialised, so ``nlp.pipe(n_process=2)``
+    and ``Doc.to_bytes`` fail on any document with an abbreviation (spaCy's E871);
+    :func:`abbreviation_pairs` reads both forms.
+    """
 
     def __init__(self, nlp: Language, name: str = "abbreviation_entities",
-                 labels: Optional[Sequence[str]] = None) -> None:
+                 labels: Optional[Sequence[str]] = None, serializable: bool = True) -> None:
         # Imported here so that importing spacy_sapbert does not pull in scispaCy's detector.
         from scispacy.abbreviation import AbbreviationDetector
 
         self.name = name
         self.label_filter = set(labels) if labels else None
-        self.detector = AbbreviationDetector(nlp)
+        self.serializable = bool(serializable)
+        self.detector = AbbreviationDetector(nlp)  # spans first: the labels are read off them below
 
     def long_form_label(self, long_form: Span, ents: Dict[Tuple[int, int], str]) -> Optional[str]:
         """The label of the entity that ends where the long form ends and lies inside it, if any."""
@@ -87,7 +96,7 @@ class AbbreviationEntities:
         ents = {(e.start, e.end): e.label_ for e in doc.ents}
         found: List[Span] = []
         for short in doc._.abbreviations:
-            long_form = short._.long_form
+            long_form = short._.long_form if isinstance(short, Span) else None
             if not isinstance(long_form, Span):  # a serialised detector result: no spans to work with
                 continue
             label = self.long_form_label(long_form, ents)
@@ -97,4 +106,7 @@ class AbbreviationEntities:
             found = filter_spans(found)
             kept = [e for e in doc.ents if not any(e.start < f.end and f.start < e.end for f in found)]
             doc.ents = filter_spans(kept + found)
+        if self.serializable:
+            doc._.abbreviations = [self.detector.make_short_form_serializable(short) if isinstance(short, Span)
+                                   else short for short in doc._.abbreviations]
         return doc
