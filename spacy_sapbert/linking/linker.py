@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from typing import Any, Collection, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Tuple
 
 from spacy_sapbert.encoding.encoder import Encoder
 from spacy_sapbert.errors import InputError
@@ -71,6 +71,9 @@ class Linker:
         self._label_types: Optional[Dict[str, TypeSet]] = None  # on first use: a pipe's is at load
         self._name_vectors = NameVectors(encoder)
         """Names encoded for ``rescore_gap`` (:mod:`spacy_sapbert.index.exact_rescore`)."""
+        self.on_settings_change: Optional[Callable[[LinkerSettings], None]] = None
+        """Told every new :attr:`settings`: the pipe that owns this linker records them in the
+        pipeline's config, so that a change made here (``linker.threshold = …``) is saved too."""
 
     # -- settings -----------------------------------------------------------------
     @property
@@ -89,6 +92,8 @@ class Linker:
         self._settings = settings
         while len(self._cache) > settings.cache_size:
             self._cache.popitem(last=False)
+        if self.on_settings_change is not None:
+            self.on_settings_change(settings)
 
     @property
     def k(self) -> int:

@@ -15,6 +15,7 @@ diseases and phenotypes only), also when it is a short form linked through its l
 from __future__ import annotations
 
 import logging
+import weakref
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -34,7 +35,7 @@ from spacy_sapbert.index.name_index import NameIndex
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.linking.linker import Candidates, Linker
 from spacy_sapbert.linking.rerank.stage import ContextReranking
-from spacy_sapbert.pipes.linker_config import ensure_extension, setting_attributes, settings_signature
+from spacy_sapbert.pipes.linker_config import ensure_extension, record_in_config, setting_attributes, settings_signature
 from spacy_sapbert.linking.settings import (DEFAULT_CONFIG, FACTORY_DEFAULT_CONFIG, LIVE_SETTINGS, SETTING_RULES, LinkerSettings,
                        SettingError, check_setting, check_settings)
 from spacy_sapbert.util.threads import protect_forks
@@ -59,6 +60,8 @@ class SapBertLinker(Pipe):
         protect_forks()  # before any fork of nlp.pipe(n_process=N), whether or not the encoder ran yet
         self.name = name
         self.vocab = nlp.vocab
+        self._nlp = weakref.ref(nlp)
+        """The pipeline whose config records this pipe's settings (:func:`record_in_config`)."""
         self._linker: Optional[Linker] = None
         self._reranking: Optional[ContextReranking] = None
         self._warned_missing_group = False
@@ -88,9 +91,15 @@ class SapBertLinker(Pipe):
         if self._reranking is not None:
             self._reranking.max_gap = settings.rerank_max_gap
         if self._linker is not None:
-            self._linker.settings = settings
+            self._linker.settings = settings  # recorded in the config through the linker's callback
             if settings.label_to_types != before.label_to_types:
                 self._linker.label_types()  # a label whose types the KB lacks is warned about now
+        else:
+            self._record(settings)
+
+    def _record(self, settings: LinkerSettings) -> None:
+        """Keep the pipeline's config (what ``nlp.to_disk`` saves) equal to the settings in force."""
+        record_in_config(self._nlp(), self, settings)
 
     # -- the linker, built on first use ---------------------------------------------
     @property
@@ -103,7 +112,9 @@ class SapBertLinker(Pipe):
     def _adopt(self, linker: Linker) -> Linker:
         """Link with ``linker``; a label whose types its KB lacks is reported now, at load."""
         linker.label_types()
+        linker.on_settings_change = self._record
         self._linker = linker
+        self._record(linker.settings)
         return linker
 
     @property

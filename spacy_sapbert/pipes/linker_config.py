@@ -79,4 +79,24 @@ def settings_signature(returns: type) -> Callable[[Callable[..., Any]], Callable
     return decorate
 
 
-__all__ = ["PART_SETTINGS", "ensure_extension", "setting_attributes", "settings_signature"]
+def record_in_config(nlp: Optional[Language], pipe: Any, settings: LinkerSettings) -> None:
+    """Write ``settings`` into ``nlp``'s config entry of ``pipe`` (found by identity, so a renamed
+    pipe is found too), the one record of a pipe's settings: ``nlp.to_disk`` writes it to
+    ``config.cfg`` and ``spacy.load`` builds the pipe from it, so a setting changed on a loaded
+    pipe is what comes back. An old key of :data:`RENAMED_SETTINGS` goes back to null (absent),
+    since beside a changed new key it would read as a contradiction."""
+    if nlp is None:
+        return
+    name = next((name for name, component in nlp.components if component is pipe), None)
+    if name is None:  # built directly, not through nlp.add_pipe / spacy.load
+        return
+    config = nlp.get_pipe_config(name)
+    for key, value in settings.as_config().items():
+        if config.get(key, DEFAULT_CONFIG[key]) != value:
+            config[key] = value
+    for old, (new, _) in RENAMED_SETTINGS.items():
+        if config.get(old) is not None and config[old] != config.get(new, DEFAULT_CONFIG[new]):
+            config[old] = None
+
+
+__all__ = ["PART_SETTINGS", "ensure_extension", "record_in_config", "setting_attributes", "settings_signature"]

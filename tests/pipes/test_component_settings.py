@@ -12,7 +12,7 @@ from spacy.tokens import Span
 import spacy_sapbert.pipes.linker as component
 import spacy_sapbert.pipes.linker_parts as component_parts
 from spacy_sapbert.pipes.linker import SapBertLinker
-from spacy_sapbert.linking.settings import LinkerSettings
+from spacy_sapbert.linking.settings import SETTING_RULES, LinkerSettings
 from spacy_sapbert.errors import InputError
 
 from tests.linker_fixtures import write_small_kb
@@ -212,3 +212,52 @@ def test_missing_span_group_in_a_doc_without_groups_says_so(tiny_bert, tmp_path,
     with caplog.at_level(logging.WARNING, logger="spacy_sapbert.pipes.linker"):
         pipe(nlp.make_doc("heart attack"))
     assert "'sc'" in caplog.text and "no span groups" in caplog.text
+
+
+LIVE_CHANGES = {"k": 3, "threshold": 0.5, "max_entities_per_mention": 2, "resolve_abbreviations": False,
+                "spans_key": "sc", "extension": "other_ents", "set_kb_id": False, "cache_size": 7,
+                "rerank_max_gap": 0.3, "rescore_gap": 0.0, "label_to_types": None}
+"""A value other than the default for each setting a loaded pipe follows."""
+LOAD_CHANGES = {"encode_batch_size": 8, "device": "cpu", "precision": "float32", "backend": "transformers",
+                "index_kind": "hnsw", "pooling": "cls", "max_length": 12,
+                "label_to_types": {"DISEASE": ["Disease"]}}
+"""Settings read when the parts load: changed before they do."""
+NAMING_PARTS = {"model", "kb", "index", "rerank"}
+"""Where the parts come from: a saved pipe carries its own copies (tests of to_disk cover them)."""
+
+
+def test_every_setting_is_covered_by_the_round_trip_test():
+    assert set(LIVE_CHANGES) | set(LOAD_CHANGES) | NAMING_PARTS == set(SETTING_RULES)
+
+
+def _round_trip(nlp, folder):
+    nlp.to_disk(folder)
+    return spacy.load(folder).get_pipe("sapbert_linker").settings
+
+
+def test_settings_changed_on_a_loaded_pipe_are_what_spacy_load_restores(tiny_bert, tmp_path):
+    nlp = spacy.blank("en")
+    pipe = nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert), "kb": str(write_small_kb(tmp_path)),
+                                                  "pooling": "mean"})
+    pipe.initialize()
+    for setting, value in LIVE_CHANGES.items():
+        assert getattr(pipe, setting) != value, setting
+        setattr(pipe, setting, value)
+    pipe.linker.threshold = 0.25  # through the linker, as the demo's slider does
+    restored = _round_trip(nlp, tmp_path / "saved")
+    for setting, value in {**LIVE_CHANGES, "threshold": 0.25}.items():
+        assert getattr(restored, setting) == value, setting
+    assert restored == pipe.settings
+
+
+def test_settings_changed_before_the_parts_load_are_saved_too(tiny_bert, tmp_path):
+    nlp = spacy.blank("en")
+    pipe = nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert), "kb": str(write_small_kb(tmp_path)),
+                                                  "pooling": "mean", "batch_size": 256})  # the old key, too
+    for setting, value in LOAD_CHANGES.items():
+        setattr(pipe, setting, value)
+    nlp.rename_pipe("sapbert_linker", "linker")
+    nlp.rename_pipe("linker", "sapbert_linker")  # found by identity, not by the name it was made with
+    restored = _round_trip(nlp, tmp_path / "saved")
+    for setting, value in LOAD_CHANGES.items():
+        assert getattr(restored, setting) == value, setting
