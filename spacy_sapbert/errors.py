@@ -32,9 +32,28 @@ class InputError(ValueError):
 def exit_on_input_error(code: int = 2) -> Iterator[None]:
     """For command-line entry points: an :class:`InputError` becomes one ``error: …`` line on
     stderr and exit ``code`` (2, as for a usage error), instead of a traceback. The one place
-    that maps input errors to an exit code, for every ``sapbert`` command."""
+    that maps errors to exit codes, for every ``sapbert`` command: an operating-system error (a
+    full disk, a permission) is one ``error:`` line and exit 1, and a weights file that
+    ``safetensors`` cannot read (should one get past the model-folder checks) is bad input."""
     try:
         yield
     except InputError as err:
         sys.stderr.write(f"error: {err}\n")
         raise SystemExit(code) from err
+    except BrokenPipeError:
+        raise  # `sapbert … | head`: click ends quietly
+    except OSError as err:
+        sys.stderr.write(f"error: {describe_os_error(err)}\n")
+        raise SystemExit(1) from err
+    except Exception as err:
+        if type(err).__name__ != "SafetensorError":  # not imported here: nothing heavy at import
+            raise
+        sys.stderr.write(f"error: cannot read a safetensors weights file ({err})\n")
+        raise SystemExit(code) from err
+
+
+def describe_os_error(err: OSError) -> str:
+    """``path: No space left on device`` rather than ``[Errno 28] No space left on device: 'path'``."""
+    what = err.strerror or str(err)
+    paths = [str(p) for p in (err.filename, err.filename2) if p is not None]
+    return f"{' -> '.join(paths)}: {what}" if paths else what

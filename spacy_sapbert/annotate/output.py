@@ -121,9 +121,12 @@ class ResumableJsonl:
         if self._fd is None:
             self.open()
         view = memoryview(data)
-        while view:
-            written = os.write(self._fd, view)  # type: ignore[arg-type]
-            view = view[written:]
+        try:
+            while view:
+                written = os.write(self._fd, view)  # type: ignore[arg-type]
+                view = view[written:]
+        except OSError as err:  # a full disk: say which file (os.write does not)
+            raise OSError(err.errno, err.strerror, str(self.path)) from err
         self.done.add(ordinal)
 
     def write(self, obj: Dict[str, Any]) -> None:

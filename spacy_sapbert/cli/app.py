@@ -16,6 +16,7 @@ from spacy_sapbert.cli.annotate import annotate_command
 from spacy_sapbert.cli.index import index_build
 from spacy_sapbert.cli.kb import kb_build, kb_stats
 from spacy_sapbert.cli.link import link
+from spacy_sapbert.errors import exit_on_input_error
 
 logger = logging.getLogger(__name__)
 
@@ -54,4 +55,5 @@ def main() -> None:
     """The ``sapbert`` console script (and ``python -m spacy_sapbert.cli``)."""
     configure_logging()
     register_plugins(app)
-    app()
+    with exit_on_input_error():  # also around what a command does outside its own guard (--show, plugins)
+        app()

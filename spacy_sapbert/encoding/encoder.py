@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import numpy as np
 
 from spacy_sapbert.encoding.backends import BACKENDS, load_native, load_transformers, pick_backend, read_transformers_config
+from spacy_sapbert.encoding.folder_check import check_model_folder
 from spacy_sapbert.encoding.modelfiles import MINILM_ALIASES, SETTINGS_FILE, TOKENIZER_FILES, read_settings, resolve_model_path
 from spacy_sapbert.encoding.pooling import POOLINGS, check_pooling, pool
 from spacy_sapbert.encoding.st_files import write_sentence_transformers_files
@@ -60,6 +61,8 @@ class Encoder:
         check_dtype(dtype)  # now, not after a model was loaded for nothing
         self.source = str(model)
         location = resolve_model_path(model)
+        if isinstance(location, Path):
+            check_model_folder(location)  # a missing tokenizer or cut weights: one error now, not [UNK] links
         settings = read_settings(location)
         self._recorded_source = str(settings.get("source") or self.source)
         """What :meth:`save` records as the source: the one a saved folder already names, so that

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from spacy_sapbert.encoding import bert
+from spacy_sapbert.encoding.folder_check import check_model_folder
 from spacy_sapbert.ner.windows import Window
 
 PathLike = Union[str, Path]
@@ -133,6 +134,7 @@ def load(folder: PathLike, word_embeddings: Optional[torch.Tensor] = None, table
     from safetensors.torch import load_file
 
     folder = Path(folder)
+    check_model_folder(folder)
     settings = read_settings(folder)
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     encoder = bert.BertEncoder(bert.BertSettings.from_config(config), config)

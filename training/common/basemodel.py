@@ -12,6 +12,7 @@ from typing import Any, Dict, Tuple, Union
 import torch
 
 from spacy_sapbert.errors import InputError
+from spacy_sapbert.encoding.folder_check import check_model_folder
 from spacy_sapbert.encoding.modelfiles import check_is_encoder, read_settings, resolve_model_path
 
 
@@ -19,7 +20,10 @@ def load_base_model(name: Union[str, Path]) -> Tuple[Any, Any, str]:
     """(model, tokenizer, resolved path) of a BERT-like encoder; clear errors otherwise."""
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-    path = str(resolve_model_path(name))
+    location = resolve_model_path(name)
+    if isinstance(location, Path):
+        check_model_folder(location)  # no tokenizer, or cut weights: one error, not a model of [UNK]s
+    path = str(location)
     try:
         config = AutoConfig.from_pretrained(path)
     except (OSError, ValueError) as err:

@@ -169,8 +169,11 @@ class Reranker:
 
         from spacy_sapbert.encoding import bert
 
+        from spacy_sapbert.encoding.folder_check import check_model_folder
+
         folder = Path(folder)
         settings = RerankerSettings.read(folder / SETTINGS_FILE)
+        check_model_folder(folder)
         config = read_json_object(folder / "config.json")
         ok, why = bert.supports(folder, config)
         if not ok:
