@@ -27,7 +27,7 @@ from spacy.tokens import Doc, Span, SpanGroup
 from spacy_sapbert.linking.calibration import Calibration
 from spacy_sapbert.pipes.abbreviations import abbreviation_pairs
 from spacy_sapbert.pipes.linker_parts import (CFG_FILE, ENCODER_DIR, INDEX_DIR, KB_FILE, RERANKER_DIR, cfg_calibration,
-                              configured_parts, configured_reranking, read_cfg, save_reranker, saved_encoder,
+                              configured_encoder, configured_parts, configured_reranking, read_cfg, save_reranker, saved_encoder,
                               write_cfg)
 from spacy_sapbert.encoding.encoder import Encoder
 from spacy_sapbert.errors import InputError
@@ -63,6 +63,7 @@ class SapBertLinker(Pipe):
         self._nlp = weakref.ref(nlp)
         """The pipeline whose config records this pipe's settings (:func:`record_in_config`)."""
         self._linker: Optional[Linker] = None
+        self._encoder_alone: Optional[Encoder] = None  # :meth:`peek_encoder`'s, until the linker takes it
         self._reranking: Optional[ContextReranking] = None
         self._warned_missing_group = False
         ensure_extension(self._settings.extension)
@@ -83,6 +84,8 @@ class SapBertLinker(Pipe):
         if fixed and self._linker is not None:
             raise InputError(f"{self.name}: {', '.join(fixed)} cannot change once the encoder, KB and index are "
                              "loaded; set it in the config instead (spacy.load(..., config={...}))", field=fixed[0])
+        if fixed:
+            self._encoder_alone = None  # loaded with settings that no longer hold
         if settings.extension != before.extension:
             ensure_extension(settings.extension)
         if settings.spans_key != before.spans_key:
@@ -106,8 +109,19 @@ class SapBertLinker(Pipe):
     def linker(self) -> Linker:
         """The :class:`Linker`; built from the configured model and KB the first time it is needed."""
         if self._linker is None:
-            return self._adopt(Linker(*configured_parts(self.settings, self.name), settings=self.settings))
+            parts = configured_parts(self.settings, self.name, encoder=self._encoder_alone)
+            self._encoder_alone = None
+            return self._adopt(Linker(*parts, settings=self.settings))
         return self._linker
+
+    def peek_encoder(self) -> Encoder:
+        """The encoder, without loading the KB or building the index (which can take minutes): what
+        a NER that shares its word-piece table checks before anything is encoded."""
+        if self._linker is not None:
+            return self._linker.encoder
+        if self._encoder_alone is None:
+            self._encoder_alone = configured_encoder(self.settings)
+        return self._encoder_alone
 
     def _adopt(self, linker: Linker) -> Linker:
         """Link with ``linker``; a label whose types its KB lacks is reported now, at load."""

@@ -50,9 +50,7 @@ def configured_parts(settings: LinkerSettings, pipe_name: str, encoder: Optional
                          "with config={'kb': 'path/to/kb.jsonl.gz'} (the embedded default KB comes with the "
                          f"embedded default model {DEFAULT_MODEL!r} only)", field="kb")
     if encoder is None:
-        encoder = Encoder(settings.model, pooling=settings.pooling, max_length=settings.max_length,
-                          device=settings.device, batch_size=settings.encode_batch_size, dtype=settings.precision,
-                          backend=settings.backend)
+        encoder = configured_encoder(settings)
     if kb is None:
         kb = KnowledgeBase.from_jsonl(settings.kb) if settings.kb else \
             KnowledgeBase.from_jsonl(default_kb_path(), name=default_kb_name())
@@ -66,6 +64,12 @@ def configured_parts(settings: LinkerSettings, pipe_name: str, encoder: Optional
                         pipe_name, kb.name, len(kb))
             index = NameIndex.build(kb, encoder, kind=settings.index_kind)
     return encoder, kb, index
+
+
+def configured_encoder(settings: LinkerSettings) -> Encoder:
+    """The encoder the settings name, as it will link (seconds; the KB and index are not touched)."""
+    return Encoder(settings.model, pooling=settings.pooling, max_length=settings.max_length, device=settings.device,
+                   batch_size=settings.encode_batch_size, dtype=settings.precision, backend=settings.backend)
 
 
 def configured_reranking(settings: LinkerSettings, kb: KnowledgeBase,
@@ -121,4 +125,4 @@ def cfg_calibration(cfg: Dict[str, Any], path: PathLike) -> Optional[Calibration
 
 
 __all__ = ["cfg_calibration", "CFG_FILE", "ENCODER_DIR", "FORMAT_VERSION", "INDEX_DIR", "KB_FILE", "RERANKER_DIR",
-           "configured_parts", "configured_reranking", "read_cfg", "save_reranker", "saved_encoder", "write_cfg"]
+           "configured_encoder", "configured_parts", "configured_reranking", "read_cfg", "save_reranker", "saved_encoder", "write_cfg"]
