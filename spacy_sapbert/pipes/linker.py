@@ -22,10 +22,9 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 import spacy.util
 from spacy.language import Language
 from spacy.pipeline import Pipe
-from spacy.tokens import Doc, Span, SpanGroup
+from spacy.tokens import Doc, Span
 
 from spacy_sapbert.linking.calibration import Calibration
-from spacy_sapbert.pipes.abbreviations import abbreviation_pairs
 from spacy_sapbert.pipes.linker_parts import (CFG_FILE, ENCODER_DIR, INDEX_DIR, KB_FILE, RERANKER_DIR, cfg_calibration,
                               configured_encoder, configured_parts, configured_reranking, read_cfg, save_reranker, saved_encoder,
                               write_cfg)
@@ -35,6 +34,7 @@ from spacy_sapbert.index.name_index import NameIndex
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.linking.linker import Candidates, Linker
 from spacy_sapbert.linking.rerank.stage import ContextReranking
+from spacy_sapbert.pipes.linker_spans import span_queries, write_candidates
 from spacy_sapbert.pipes.linker_config import ensure_extension, record_in_config, setting_attributes, settings_signature
 from spacy_sapbert.linking.settings import (DEFAULT_CONFIG, FACTORY_DEFAULT_CONFIG, LIVE_SETTINGS, SETTING_RULES, LinkerSettings,
                        SettingError, check_setting, check_settings)
@@ -240,40 +240,10 @@ class SapBertLinker(Pipe):
         return []
 
     def _queries(self, doc: Doc) -> Tuple[List[Span], List[str], List[str]]:
-        """The spans, and the text to link per span: an abbreviation's long form when the span is a short form
-        (found at the span's offsets, else by its text), the span's text otherwise; and the
-        span's label, which sets the types searched, the short form's own when its long form
-        is linked (the long form may be no entity at all, or labelled otherwise)."""
-        spans = list(self.spans(doc))
-        labels = [span.label_ for span in spans]
-        if not self.settings.resolve_abbreviations:
-            return spans, [span.text for span in spans], labels
-        long_forms: Dict[Any, str] = {}
-        for short, long_form in abbreviation_pairs(doc):
-            long_forms.setdefault((short.start_char, short.end_char), long_form)
-            long_forms.setdefault(short.text, long_form)
-        texts = [long_forms.get((s.start_char, s.end_char)) or long_forms.get(s.text) or s.text for s in spans]
-        return spans, texts, labels
+        return span_queries(list(self.spans(doc)), self.settings.resolve_abbreviations)
 
     def _annotate(self, doc: Doc, results: Sequence[Candidates]) -> None:
-        settings = self.settings
-        spans = list(self.spans(doc))
-        if len(spans) != len(results):
-            raise ValueError(f"{len(results)} results for {len(spans)} spans")
-        if settings.set_kb_id and any(results):
-            # doc.ents and span groups hand out copies: kb_id is written by replacing the spans.
-            relabelled = [Span(doc, s.start, s.end, label=s.label, kb_id=r[0][0] if r else s.kb_id, span_id=s.id)
-                          for s, r in zip(spans, results)]
-            if settings.spans_key is None:
-                doc.set_ents(relabelled, default="unmodified")
-                spans = list(doc.ents)
-            else:
-                group = doc.spans[settings.spans_key]
-                doc.spans[settings.spans_key] = SpanGroup(doc, name=group.name, attrs=dict(group.attrs),
-                                                          spans=relabelled)
-                spans = list(doc.spans[settings.spans_key])
-        for span, result in zip(spans, results):
-            span._.set(settings.extension, list(result))
+        write_candidates(doc, list(self.spans(doc)), results, self.settings)
 
     # -- files (the other settings are in the pipeline's config.cfg) -------------------
     def to_disk(self, path: Any, *, exclude: Iterable[str] = tuple()) -> None:

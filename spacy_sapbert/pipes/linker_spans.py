@@ -1,0 +1,55 @@
+"""What the ``sapbert_linker`` pipe reads from a document's spans and writes back to them.
+
+Kept apart from the pipe (:mod:`spacy_sapbert.pipes.linker`) because both rules are about spaCy's
+span objects, not about linking: which text stands for a span (its abbreviation's long form), and
+how candidates reach ``span._.kb_ents`` and ``span.kb_id_`` on documents that hand out copies of
+their spans.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence, Tuple
+
+from spacy.tokens import Doc, Span, SpanGroup
+
+from spacy_sapbert.linking.linker import Candidates
+from spacy_sapbert.linking.settings import LinkerSettings
+from spacy_sapbert.pipes.abbreviations import abbreviation_pairs
+
+
+def span_queries(spans: List[Span], resolve_abbreviations: bool = True) -> Tuple[List[Span], List[str], List[str]]:
+    """The spans, and the text to link per span: an abbreviation's long form when the span is a short form
+    (found at the span's offsets, else by its text), the span's text otherwise; and the
+    span's label, which sets the types searched, the short form's own when its long form
+    is linked (the long form may be no entity at all, or labelled otherwise)."""
+    labels = [span.label_ for span in spans]
+    if not resolve_abbreviations or not spans:
+        return spans, [span.text for span in spans], labels
+    long_forms: Dict[Any, str] = {}
+    for short, long_form in abbreviation_pairs(spans[0].doc):
+        long_forms.setdefault((short.start_char, short.end_char), long_form)
+        long_forms.setdefault(short.text, long_form)
+    texts = [long_forms.get((s.start_char, s.end_char)) or long_forms.get(s.text) or s.text for s in spans]
+    return spans, texts, labels
+
+
+def write_candidates(doc: Doc, spans: List[Span], results: Sequence[Candidates], settings: LinkerSettings) -> None:
+    """``span._.<extension>`` for each span and, with ``set_kb_id``, the best concept as ``kb_id``."""
+    if len(spans) != len(results):
+        raise ValueError(f"{len(results)} results for {len(spans)} spans")
+    if settings.set_kb_id and any(results):
+        # doc.ents and span groups hand out copies: kb_id is written by replacing the spans.
+        relabelled = [Span(doc, s.start, s.end, label=s.label, kb_id=r[0][0] if r else s.kb_id, span_id=s.id)
+                      for s, r in zip(spans, results)]
+        if settings.spans_key is None:
+            doc.set_ents(relabelled, default="unmodified")
+            spans = list(doc.ents)
+        else:
+            group = doc.spans[settings.spans_key]
+            doc.spans[settings.spans_key] = SpanGroup(doc, name=group.name, attrs=dict(group.attrs),
+                                                      spans=relabelled)
+            spans = list(doc.spans[settings.spans_key])
+    for span, result in zip(spans, results):
+        span._.set(settings.extension, list(result))
+
+
+__all__ = ["span_queries", "write_candidates"]
