@@ -18,7 +18,7 @@ from spacy_sapbert.ner import model as tagger_model
 from spacy_sapbert.ner.features import token_features
 from spacy_sapbert.ner.gazetteer import Gazetteer
 from spacy_sapbert.ner.tags import TagScheme
-from spacy_sapbert.ner.windows import Window, cut_windows
+from spacy_sapbert.ner.windows import Window, document_windows
 
 
 @dataclass
@@ -50,9 +50,10 @@ class Tagging:
 
     def windows(self, doc: Doc, style: Optional[str] = None) -> List[Window]:
         """The model inputs for ``doc`` (training feeds the same) in ``style`` (default: :attr:`style`)."""
-        pieces = self.tokenizer.word_pieces([t.text for t in doc])
+        tokens = [t.text for t in doc]
+        pieces = self.tokenizer.word_pieces(tokens)
         features = token_features(doc, self.gazetteer, self.shapes, self.style_index(style))
-        return cut_windows(pieces, features, self.tokenizer.special_ids(), self.max_pieces, self.overlap)
+        return document_windows(tokens, pieces, features, self.tokenizer.special_ids(), self.max_pieces, self.overlap)
 
     def scores(self, docs: Sequence[Doc]) -> List[np.ndarray]:
         """Per doc, log-probabilities of each tag for each token (tokens × tags; a token the model

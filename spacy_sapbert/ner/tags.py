@@ -13,6 +13,8 @@ from typing import List, Sequence, Tuple
 import numpy as np
 from spacy.tokens import Doc, Span
 
+from spacy_sapbert.ner.span_rules import has_word_character, whole_clusters
+
 IGNORE = -100
 """Tag of a token that must not contribute to the loss (torch's cross-entropy ``ignore_index``)."""
 
@@ -83,14 +85,17 @@ class TagScheme:
 
     def spans(self, doc: Doc, tags: Sequence[int]) -> List[Span]:
         """Entity spans of a well-formed tag sequence (one tag per token of ``doc``), stray
-        punctuation at their edges trimmed (:func:`trimmed`)."""
+        punctuation at their edges trimmed (:func:`trimmed`), grapheme clusters kept whole and
+        symbols alone left out (:mod:`.span_rules`)."""
         spans: List[Span] = []
         start, label = -1, ""
         for i, tag in enumerate(list(tags) + [0]):
             name = self.tags[tag]
             if start >= 0 and not name.startswith("I-"):
-                first, last = trimmed(doc, start, i)
-                if first < last:
+                first, last = whole_clusters(doc, *trimmed(doc, start, i))
+                if spans and first < spans[-1].end:  # grown into the span before: that one stands
+                    first = last
+                if first < last and has_word_character(doc[first:last].text):
                     spans.append(Span(doc, first, last, label=label))
                 start = -1
             if name.startswith("B-"):

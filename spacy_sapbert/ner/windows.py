@@ -9,11 +9,18 @@ systematic chemical name) keeps its first :data:`MAX_PIECES_PER_TOKEN` pieces.
 
 Training and inference cut windows the same way, so the model sees at test time what it saw in
 training.
+
+A document is first split into paragraphs at its blank lines (:func:`paragraphs`), and each
+paragraph is windowed on its own: a model reads every word in context, so where a window
+started used to change what it tagged, and the same abstract got other entities at another
+place in a long document ("heart attack" became "heart"). Now a paragraph's windows, and so its
+entities, depend on the paragraph alone. The training corpora (PubTator title + abstract) have
+no blank lines, so the model is trained as it reads.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Sequence
+from typing import List, Sequence, Tuple
 
 MAX_PIECES_PER_TOKEN = 16
 
@@ -27,6 +34,33 @@ class Window:
     features: List[int]
     positions: List[int]
     tokens: List[int]
+
+
+def paragraphs(tokens: Sequence[str]) -> List[Tuple[int, int]]:
+    """Token ranges between blank lines: a whitespace token holding two line breaks or more (spaCy
+    keeps a run of whitespace beyond one space as a token of its own) ends a paragraph; it belongs
+    to none, since it has no word pieces."""
+    ranges, start = [], 0
+    for i, text in enumerate(tokens):
+        if text.isspace() and text.count("\n") >= 2:
+            if i > start:
+                ranges.append((start, i))
+            start = i + 1
+    if start < len(tokens):
+        ranges.append((start, len(tokens)))
+    return ranges
+
+
+def document_windows(tokens: Sequence[str], pieces: Sequence[Sequence[int]], features: Sequence[int],
+                     special: Sequence[int], max_pieces: int = 256, overlap: int = 64) -> List[Window]:
+    """:func:`cut_windows` over each paragraph of a document (token texts ``tokens``) on its own, with
+    token indices of the whole document."""
+    windows = []
+    for start, end in paragraphs(tokens):
+        for window in cut_windows(pieces[start:end], features[start:end], special, max_pieces, overlap):
+            window.tokens = [start + i for i in window.tokens]
+            windows.append(window)
+    return windows
 
 
 def cut_windows(pieces: Sequence[Sequence[int]], features: Sequence[int], special: Sequence[int],
