@@ -13,6 +13,7 @@ from typing import Any, List, Sequence, Tuple
 
 import gradio as gr
 import pandas as pd
+from starlette.middleware import Middleware
 
 from . import logic
 from .examples import EXAMPLE_ABSTRACTS, EXAMPLE_LABELS, EXAMPLE_QUERIES
@@ -23,6 +24,7 @@ from .neighbours import (COMPACT_NEIGHBOUR_COLUMNS, NEIGHBOUR_COLUMNS, compact_n
 from .options import DEFAULT_HOST
 from .plots import neighbour_bar_figure, projection_figure
 from .projection import neighbourhood_projection
+from .request_guard import MAX_REQUEST_BYTES, RequestGuard
 from .resources import DemoResources
 from .spaces import EmbeddingSpace
 
@@ -239,9 +241,12 @@ def launch(app: gr.Blocks, host: str = DEFAULT_HOST, port: int | None = None, sh
     """Serve ``app`` on ``host:port`` (127.0.0.1 and no public share link unless asked).
 
     With ``block=False`` the server runs in a background thread and this returns at once
-    (tests, notebooks); ``app.close()`` stops it.
+    (tests, notebooks); ``app.close()`` stops it. Uploads and request bodies over
+    :data:`~demo.request_guard.MAX_REQUEST_BYTES` are refused (:mod:`demo.request_guard`).
     """
     if share:
         logger.warning("share=True: Gradio will open a public link to this demo")
     return app.launch(server_name=host, server_port=port, share=share, show_error=False, quiet=True,
-                      prevent_thread_lock=not block, theme=_theme(), css=CSS, footer_links=[])
+                      prevent_thread_lock=not block, theme=_theme(), css=CSS, footer_links=[],
+                      app_kwargs={"middleware": [Middleware(RequestGuard, max_bytes=MAX_REQUEST_BYTES)]},
+                      max_file_size=MAX_REQUEST_BYTES)
