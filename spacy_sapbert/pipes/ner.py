@@ -104,14 +104,18 @@ class TransformerNER(Pipe):
         ``<source>/encoder`` folder beside this pipe's: the NER works alone and a linker added
         later never changes what it tags. ``digest`` (from ``tagger.json``) must match."""
         table = None
+        pipe = self.nlp.get_pipe(source) if source in self.nlp.component_names else None
+        if pipe is not None and getattr(pipe, "is_ready", False):  # loaded already: share its tensor
+            table = pipe.encoder.model.embeddings.word_embeddings.weight
+            if digest is None or tagger_model.table_digest(table) == digest:
+                return table
         saved = folder.parent / source / "encoder" if folder is not None else None
         if saved is not None and (saved / "model.safetensors").is_file():
-            # first: reading one tensor of the saved pipeline never loads (or waits for) a linker
+            # next: reading one tensor of the saved pipeline never loads (or waits for) a linker
             table = tagger_model.read_word_embeddings(saved)
             if digest is None or tagger_model.table_digest(table) == digest:
                 return table
-        if source in self.nlp.component_names:
-            pipe = self.nlp.get_pipe(source)
+        if pipe is not None:
             # the encoder alone (not its KB and index) when the pipe can give it: a mismatch is found
             # before a whole KB is encoded
             encoder = pipe.peek_encoder() if hasattr(pipe, "peek_encoder") else getattr(pipe, "encoder", None)
