@@ -31,6 +31,7 @@ from spacy_sapbert.annotate.output import ResumableJsonl, check_paths
 from spacy_sapbert.annotate.readers import Malformed, Record, read_records
 from spacy_sapbert.annotate.record import doc_to_record
 from spacy_sapbert.errors import InputError
+from spacy_sapbert.util.output_lock import output_lock
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -93,47 +94,51 @@ def annotate(nlp: Language, source: PathLike, output: PathLike, *, fmt: str = "a
     line and counted as skipped (with ``strict``, the first one raises :class:`InputError`).
     With ``resume`` (the default) an existing ``output`` of the same input and pipeline is
     continued: its documents are not annotated again. Without it, the new output replaces
-    the old one only once it is complete.
+    the old one only once it is complete. One run at a time writes an output: while another
+    process holds its lock (:mod:`spacy_sapbert.util.output_lock`), :class:`InputError` names it.
     """
     if not isinstance(batch_size, int) or batch_size < 1:
         raise InputError(f"expected an integer ≥ 1, got {batch_size!r}", field="batch_size")
     if not isinstance(n_process, int) or n_process < 1:
         raise InputError(f"expected an integer ≥ 1, got {n_process!r}", field="n_process")
-    source_identity = preflight(source, output, resume=resume, fmt=fmt, text_field=text_field, id_field=id_field)
-    records = read_records(source, fmt=fmt, text_field=text_field, id_field=id_field)
-    run = RunRecord(output, {"input": source_identity, "pipeline": pipeline_identity(nlp)})
-    writer = ResumableJsonl(output, resume=resume, record=run)
-    summary = Summary(output=str(output))
-    if writer.done:
-        logger.info("%s: resuming; %d documents are already there", output, len(writer.done))
+    check_paths(source, output)  # before the lock: an output that cannot be written is reported as such
+    with output_lock(output):  # one run at a time: a second one is refused here, having touched nothing
+        source_identity = preflight(source, output, resume=resume, fmt=fmt, text_field=text_field,
+                                    id_field=id_field)
+        records = read_records(source, fmt=fmt, text_field=text_field, id_field=id_field)
+        run = RunRecord(output, {"input": source_identity, "pipeline": pipeline_identity(nlp)})
+        writer = ResumableJsonl(output, resume=resume, record=run)
+        summary = Summary(output=str(output))
+        if writer.done:
+            logger.info("%s: resuming; %d documents are already there", output, len(writer.done))
 
-    def skip(where: str, reason: str) -> None:
-        if strict:
-            raise InputError(reason, where)
-        logger.warning("%s: skipped (%s)", where, reason)
-        summary.skipped += 1
+        def skip(where: str, reason: str) -> None:
+            if strict:
+                raise InputError(reason, where)
+            logger.warning("%s: skipped (%s)", where, reason)
+            summary.skipped += 1
 
-    def todo() -> Iterator[Record]:
-        for item in records:
-            summary.read += 1
-            if isinstance(item, Malformed):
-                skip(item.where, f"malformed record: {item.reason}")
-            elif item.ordinal in writer.done:
-                summary.already_done += 1
-            else:
-                yield item
+        def todo() -> Iterator[Record]:
+            for item in records:
+                summary.read += 1
+                if isinstance(item, Malformed):
+                    skip(item.where, f"malformed record: {item.reason}")
+                elif item.ordinal in writer.done:
+                    summary.already_done += 1
+                else:
+                    yield item
 
-    with progress_bar(show_progress, desc="annotate", unit="doc") as progress, writer:
-        for outcome in process.run(nlp, todo(), batch_size, n_process):
-            if isinstance(outcome, process.Failed):
-                skip(outcome.where, outcome.reason)
-                continue
-            writer.write_line(outcome.ordinal, outcome.line)
-            summary.written += 1
-            summary.entities += outcome.entities
-            summary.linked += outcome.linked
-            progress.update(1)
-    return summary
+        with progress_bar(show_progress, desc="annotate", unit="doc") as progress, writer:
+            for outcome in process.run(nlp, todo(), batch_size, n_process):
+                if isinstance(outcome, process.Failed):
+                    skip(outcome.where, outcome.reason)
+                    continue
+                writer.write_line(outcome.ordinal, outcome.line)
+                summary.written += 1
+                summary.entities += outcome.entities
+                summary.linked += outcome.linked
+                progress.update(1)
+        return summary
 
 
 class _NoProgress:

@@ -26,6 +26,7 @@ from spacy_sapbert.annotate.runner import Summary, progress_bar, reading_options
 from spacy_sapbert.annotate.shards import DEFAULT_SHARD_BYTES, Shard, input_files, plan
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.util.atomic import atomic_open
+from spacy_sapbert.util.output_lock import output_lock
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -107,7 +108,8 @@ def run_sharded(execute: Execute, source: PathLike, output: PathLike, pipeline: 
     ``pipeline`` is the pipeline's identity (:func:`~.identity.saved_pipeline_identity`): a
     folder is only continued by the same pipeline reading the same input the same way, in
     batches of the same ``batch_size`` (the size ``execute`` annotates with: shards start at
-    batch boundaries).
+    batch boundaries). One driver at a time writes a folder: while another holds its lock
+    (:mod:`spacy_sapbert.util.output_lock`), :class:`InputError` names it.
     """
     files, documents = input_files(source)
     single = documents or (len(files) == 1 and Path(source).is_file())
@@ -120,7 +122,7 @@ def run_sharded(execute: Execute, source: PathLike, output: PathLike, pipeline: 
     def cut() -> List[Shard]:
         return plan(source, fmt, shard_bytes, batch_size, text_field, id_field, show_progress)
 
-    with open_parts(output, identity, cut, overwrite) as run:
+    with output_lock(output), open_parts(output, identity, cut, overwrite) as run:
         done = run.finished()
         summary.shards, summary.shards_before = len(run.shards), len(done)
         for counts in done.values():

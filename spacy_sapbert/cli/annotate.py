@@ -11,6 +11,7 @@ import typer
 from spacy_sapbert.cli.options import DeviceOption
 from spacy_sapbert.errors import exit_on_input_error
 from spacy_sapbert.pipes.loading import load_pipeline
+from spacy_sapbert.util.output_lock import output_lock
 
 SOURCE_HELP = ("Input: a text file (one document per line), a folder of .txt files, JSONL, or PubTator (gzip too); "
                "with --engine ray also a glob or a folder of such files.")
@@ -47,6 +48,7 @@ def annotate_command(  # a typer signature: one parameter per option, longer tha
 ) -> None:
     """Annotate documents with entities and concept IDs into JSONL: streaming, resumable, with a summary."""
     from spacy_sapbert.annotate import annotate, preflight
+    from spacy_sapbert.annotate.output import check_paths
 
     if engine not in ENGINES:
         typer.echo(f"error: --engine: expected one of {', '.join(ENGINES)}, got {engine!r}", err=True)
@@ -62,11 +64,15 @@ def annotate_command(  # a typer signature: one parameter per option, longer tha
             typer.echo(line)
         return
     with exit_on_input_error():
-        # everything that needs no pipeline is checked before one is loaded (seconds)
-        preflight(source, output, resume=not overwrite, fmt=fmt, text_field=text_field, id_field=id_field or None)
-        nlp = load_pipeline(pipeline, device)
-        summary = annotate(nlp, source, output, fmt=fmt, text_field=text_field, id_field=id_field or None,
-                           batch_size=batch_size, n_process=n_process, strict=strict, resume=not overwrite)
+        # everything that needs no pipeline is checked before one is loaded (seconds), and a second run on the
+        # same output is refused then (annotate() takes the lock again: it is re-entrant)
+        check_paths(source, output)
+        with output_lock(output):
+            preflight(source, output, resume=not overwrite, fmt=fmt, text_field=text_field,
+                      id_field=id_field or None)
+            nlp = load_pipeline(pipeline, device)
+            summary = annotate(nlp, source, output, fmt=fmt, text_field=text_field, id_field=id_field or None,
+                               batch_size=batch_size, n_process=n_process, strict=strict, resume=not overwrite)
     if show:
         show_annotations(output)
     for line in summary.lines():
@@ -86,11 +92,12 @@ def _annotate_with_ray(source: Path, output: Path, pipeline: str, fmt: str, text
                              field="--n-process")
         if shard_mb <= 0:
             raise InputError(f"expected a positive number, got {shard_mb}", field="--shard-mb")
-        return annotate_with_ray(pipeline, source, output, address=address, num_actors=num_actors,
-                                 num_cpus_per_actor=num_cpus_per_actor, num_gpus_per_actor=num_gpus_per_actor,
-                                 device=device, fmt=fmt, text_field=text_field, id_field=id_field or None,
-                                 batch_size=batch_size, strict=strict, overwrite=overwrite,
-                                 shard_bytes=int(shard_mb * (1 << 20)))
+        with output_lock(output):  # before Ray starts (seconds); run_sharded takes it again
+            return annotate_with_ray(pipeline, source, output, address=address, num_actors=num_actors,
+                                     num_cpus_per_actor=num_cpus_per_actor, num_gpus_per_actor=num_gpus_per_actor,
+                                     device=device, fmt=fmt, text_field=text_field, id_field=id_field or None,
+                                     batch_size=batch_size, strict=strict, overwrite=overwrite,
+                                     shard_bytes=int(shard_mb * (1 << 20)))
 
 
 def show_annotations(path: Path) -> None:
