@@ -11,7 +11,9 @@ Why a custom component instead of spaCy's ``entity_ruler``: a KB has hundreds of
 names, and the rules differ by kind of name — acronyms (``HCQ``, ``MI``, ``ALL``) must match
 case-sensitively or "all" in running text becomes a leukaemia, everything else matches on the
 lower-cased form. Short forms that scispaCy's ``AbbreviationDetector`` defined in the text are
-added as entities of their long form's label, as a NER model would tag them.
+added as entities of their long form's label, as a NER model would tag them, by the rule of the
+package's ``abbreviation_entities`` pipe (:mod:`spacy_sapbert.pipes.abbreviations`), so the demo
+labels them as a packaged NER pipeline does.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from spacy.util import filter_spans
 from tqdm import tqdm
 
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+from spacy_sapbert.pipes.abbreviations import short_form_entities, with_short_forms
 
 logger = logging.getLogger(__name__)
 
@@ -127,29 +130,13 @@ class DictionaryNER:
                  for matcher in (self.lower_matcher, self.exact_matcher)
                  for key, start, end in matcher(doc)]
         spans = filter_spans(spans)
-        spans = filter_spans(spans + self._abbreviation_spans(doc, spans))
+        spans = with_short_forms(spans, short_form_entities(doc, spans))
         spans = sorted(spans, key=lambda s: s.start)
         if self.spans_key:
             doc.spans[self.spans_key] = spans
         else:
             doc.ents = spans
         return doc
-
-    @staticmethod
-    def _abbreviation_spans(doc: Doc, spans: List[Span]) -> List[Span]:
-        """Short forms whose long form overlaps a matched entity get that entity's label."""
-        if not Doc.has_extension("abbreviations"):
-            return []
-        extra = []
-        for short in doc._.abbreviations:
-            long_form: Optional[Span] = short._.long_form
-            if long_form is None or not hasattr(long_form, "start"):
-                continue
-            for span in spans:
-                if span.start < long_form.end and long_form.start < span.end:
-                    extra.append(Span(doc, short.start, short.end, label=span.label_))
-                    break
-        return extra
 
 
 @Language.factory(FACTORY_NAME, default_config={"min_length": 3, "default_label": DEFAULT_LABEL})

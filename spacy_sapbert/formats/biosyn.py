@@ -10,9 +10,10 @@ each of them.
 
 **IDs.** A query's CUI joins a composite's IDs with ``|`` or ``+`` and every one is gold
 (:func:`gold_ids`); a dictionary entry's CUI is split on ``|`` only, as SapBERT's ``check_label``
-splits a predicted label, so a ``+`` entry (``D009468+D030342``) is one ID, right only for that
-same composite (:func:`dictionary_ids`). A candidate is right when the two meet (:func:`is_right`).
-A query's mention splits the same way into sub-mentions, each searched alone (:func:`split_mention`).
+splits a predicted label, so a ``+`` entry (``D009468+D030342``) is one ID, which a query's gold
+(split on ``+``) never holds (:func:`dictionary_ids`). A candidate is right when the two meet: the
+project's one gold rule, :func:`spacy_sapbert.kb.matching.is_gold` without a KB. A query's mention
+splits the same way into sub-mentions, each searched alone (:func:`split_mention`).
 Scoring compares these ID strings as written, as SapBERT does; building a knowledge base from a
 dictionary (:mod:`spacy_sapbert.kb.sources.biosyn`, the same line grammar) turns them into the
 project's ID grammar instead (``OMIM:613097``).
@@ -21,9 +22,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 from spacy_sapbert.errors import InputError
+from spacy_sapbert.kb.matching import concept_ids
 from spacy_sapbert.kb.sources.biosyn import split_line
 
 PathLike = Union[str, Path]
@@ -116,14 +118,10 @@ def gold_ids(cui: str) -> set:
 
 
 def dictionary_ids(cui: str) -> frozenset:
-    """A dictionary entry's IDs, split on ``|`` only, as SapBERT's ``check_label`` splits a predicted label."""
-    return frozenset(cui.split("|"))
+    """A dictionary entry's IDs, split on ``|`` only, as SapBERT's ``check_label`` splits a predicted label
+    (:func:`~spacy_sapbert.kb.matching.concept_ids` without a KB), for scoring that meets them with many golds."""
+    return frozenset(concept_ids(cui, None))
 
 
-def is_right(candidate_cui: str, gold: Any) -> bool:
-    """SapBERT's rule: a candidate is right when its :func:`dictionary_ids` meet the ``gold`` IDs."""
-    return bool(dictionary_ids(candidate_cui) & set(gold))
-
-
-__all__ = ["BiosynQuery", "dictionary_ids", "gold_ids", "id_list", "is_right", "query_span", "read_dictionary",
+__all__ = ["BiosynQuery", "dictionary_ids", "gold_ids", "id_list", "query_span", "read_dictionary",
            "read_queries", "split_mention", "sub_mentions"]

@@ -6,6 +6,13 @@ of :mod:`spacy_sapbert.kb.ids`. Comparing the strings would miss every gold ID t
 is an equivalent rather than the primary one, so both sides go through the KB
 (:meth:`~spacy_sapbert.kb.knowledge_base.KnowledgeBase.resolve`) here, once, for the Acc@k evaluation
 and the end-to-end NER + linking scores alike.
+
+Without a KB (``kb=None``) the IDs compare as written: the predicted ID splits on ``|`` only and
+meets the gold IDs as they are. That is SapBERT's ``check_label``, the rule of the published
+BioSyn-format Acc@k (:mod:`spacy_sapbert.formats.biosyn`: its scoring, the re-ranker's and the
+generative linker's data): a ``+`` composite dictionary entry (``D009468+D030342``) is one ID, which
+meets none of a composite query's gold parts; ``MESH:D1`` is not ``D1``, nor ``d1``; a ``-1`` gold
+(no concept) meets nothing.
 """
 from __future__ import annotations
 
@@ -32,7 +39,7 @@ def concept_key(any_id: str, kb: Optional[KnowledgeBase]) -> str:
 
 
 def is_gold(predicted: str, gold: Iterable[str], kb: Optional[KnowledgeBase]) -> bool:
-    """Whether the predicted concept carries one of the ``gold`` IDs."""
+    """Whether the predicted concept carries one of the ``gold`` IDs (through ``kb``; as written without one)."""
     return not set(gold).isdisjoint(concept_ids(predicted, kb))
 
 

@@ -10,11 +10,13 @@ loads with only spacy-sapbert installed (``spacy_factories`` entry point).
 
 :func:`abbreviation_pairs` is the one reader of what the detector leaves in
 ``doc._.abbreviations`` for the rest of the package (the linker, the annotate records, the demo).
+:func:`short_form_entities` and :func:`with_short_forms` are the labelling rule itself, shared
+with the demo's dictionary matcher, so a short form is labelled the same way wherever it is found.
 """
 from __future__ import annotations
 
 import warnings
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Collection, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from spacy.language import Language
 from spacy.tokens import Doc, Span
@@ -53,6 +55,43 @@ def _token_span(doc: Doc, start: Any, end: Any) -> Optional[Span]:
     return doc[start:end] if valid else None
 
 
+def long_form_label(long_form: Span, ents: Dict[Tuple[int, int], str],
+                    labels: Optional[Collection[str]] = None) -> Optional[str]:
+    """The label of the entity that ends where the long form ends and lies inside it, if any (one of
+    ``labels`` when given): the head of a phrase is its last word, so "all-trans retinoic acid"
+    takes the label of "retinoic acid", not that of an entity that only overlaps its start."""
+    for (start, end), label in ents.items():
+        if end == long_form.end and start >= long_form.start and (labels is None or label in labels):
+            return label
+    return None
+
+
+def short_form_entities(doc: Doc, ents: Iterable[Span], labels: Optional[Collection[str]] = None) -> List[Span]:
+    """A span for each short form (every occurrence) the detector left as a span in ``doc._.abbreviations``,
+    labelled like its long form (:func:`long_form_label` over ``ents``), unless ``ents`` already
+    label it so. Serialised results (dicts) are left out: the rule reads the long form's span."""
+    if not Doc.has_extension("abbreviations"):
+        return []
+    labelled = {(e.start, e.end): e.label_ for e in ents}
+    found: List[Span] = []
+    for short in doc._.abbreviations or []:
+        long_form = short._.long_form if isinstance(short, Span) else None
+        if not isinstance(long_form, Span):
+            continue
+        label = long_form_label(long_form, labelled, labels)
+        if label is not None and labelled.get((short.start, short.end)) != label:
+            found.append(Span(doc, short.start, short.end, label=label))
+    return found
+
+
+def with_short_forms(ents: Iterable[Span], found: Sequence[Span]) -> List[Span]:
+    """``ents`` with the short forms ``found`` in, each replacing the entities it overlaps: the
+    detector's pairing in the same text is better evidence than a prediction over the short form."""
+    found = filter_spans(found)
+    kept = [e for e in ents if not any(e.start < f.end and f.start < e.end for f in found)]
+    return filter_spans(kept + found)
+
+
 @Language.factory("abbreviation_entities", default_config={"labels": None, "serializable": True},
                   requires=["doc.ents"], assigns=["doc.ents", "doc._.abbreviations"])
 def make_abbreviation_entities(nlp: Language, name: str, labels: Optional[List[str]],
@@ -80,32 +119,15 @@ class AbbreviationEntities:
         self.serializable = bool(serializable)
         self.detector = AbbreviationDetector(nlp)  # spans first: the labels are read off them below
 
-    def long_form_label(self, long_form: Span, ents: Dict[Tuple[int, int], str]) -> Optional[str]:
-        """The label of the entity that ends where the long form ends and lies inside it, if any."""
-        for (start, end), label in ents.items():
-            if end == long_form.end and start >= long_form.start and (self.label_filter is None or label in self.label_filter):
-                return label
-        return None
-
     def __call__(self, doc: Doc) -> Doc:
         if not doc._.abbreviations:
             with warnings.catch_warnings():
                 # scispaCy runs a matcher that is empty when no abbreviation is defined (W036).
                 warnings.filterwarnings("ignore", message=r".*\[W036\]")
                 self.detector(doc)
-        ents = {(e.start, e.end): e.label_ for e in doc.ents}
-        found: List[Span] = []
-        for short in doc._.abbreviations:
-            long_form = short._.long_form if isinstance(short, Span) else None
-            if not isinstance(long_form, Span):  # a serialised detector result: no spans to work with
-                continue
-            label = self.long_form_label(long_form, ents)
-            if label is not None and ents.get((short.start, short.end)) != label:
-                found.append(Span(doc, short.start, short.end, label=label))
+        found = short_form_entities(doc, doc.ents, self.label_filter)
         if found:
-            found = filter_spans(found)
-            kept = [e for e in doc.ents if not any(e.start < f.end and f.start < e.end for f in found)]
-            doc.ents = filter_spans(kept + found)
+            doc.ents = with_short_forms(doc.ents, found)
         if self.serializable:
             doc._.abbreviations = [self.detector.make_short_form_serializable(short) if isinstance(short, Span)
                                    else short for short in doc._.abbreviations]

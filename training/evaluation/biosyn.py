@@ -74,7 +74,9 @@ def _unions(query_vectors: np.ndarray, name_vectors: np.ndarray, sparse_rows: np
 
 
 def right_candidates(rows: np.ndarray, gold: Sequence[set], cui_sets: Sequence[frozenset]) -> np.ndarray:
-    """Whether each candidate (row number; -1: none) of each sub-mention is right."""
+    """Whether each candidate (row number; -1: none) of each sub-mention is right: its ``cui_sets`` (the
+    :func:`~spacy_sapbert.formats.biosyn.dictionary_ids`, split once) meet the gold, which is
+    :func:`spacy_sapbert.kb.matching.is_gold` without a KB over many candidates at a time."""
     right = np.zeros(rows.shape, dtype=bool)
     for i, (candidates, wanted) in enumerate(zip(rows.tolist(), gold)):
         right[i] = [row >= 0 and bool(cui_sets[row] & wanted) for row in candidates]

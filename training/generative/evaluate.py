@@ -21,7 +21,8 @@ from tqdm import tqdm
 
 from spacy_sapbert.generative.seq2seq import GenerativeModel, Mention
 
-from spacy_sapbert.formats.biosyn import is_right, read_dictionary
+from spacy_sapbert.formats.biosyn import read_dictionary
+from spacy_sapbert.kb.matching import is_gold
 from ..rerank.data import RerankData
 
 NOT_FOUND = 10_000
@@ -32,7 +33,7 @@ def mention_of(data: RerankData, item: Any) -> Mention:
 
 
 def _first_right(ranked: Sequence[str], gold: Sequence[str]) -> int:
-    return next((rank for rank, cui in enumerate(ranked) if is_right(cui, gold)), NOT_FOUND)
+    return next((rank for rank, cui in enumerate(ranked) if is_gold(cui, gold, None)), NOT_FOUND)
 
 
 def _rates(items: Sequence[Any], first: Sequence[int], at: Sequence[int] = (1, 5)) -> Dict[str, float]:

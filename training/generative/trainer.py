@@ -24,11 +24,10 @@ import torch
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.generative.seq2seq import SETTINGS_FILE, GenerativeModel, Mention
 
-from ..rerank.trainer import make_optimizer
 from ..common.hardware import make_accelerator
 from ..common.plan import BatchPlan
 from ..common.runstate import CheckpointedRun, RunResult
-from ..common.schedule import make_scheduler
+from ..common.schedule import make_optimizer, make_scheduler
 from ..common.signals import StopOnSignal
 from ..common.step import accumulated_step
 from .config import GenerativeConfig, resume_identity
@@ -77,7 +76,7 @@ class GenerativeTrainer(CheckpointedRun):
         random.seed(config.seed + self.rank)
         torch.manual_seed(config.seed + self.rank)
         self.generative = start_model(config)
-        optimizer = make_optimizer(self.generative.model, config)  # type: ignore[arg-type]
+        optimizer = make_optimizer(self.generative.model, config, fused=True)  # type: ignore[arg-type]
         self.scheduler = make_scheduler(optimizer, config, self.total_steps)  # type: ignore[arg-type]
         self.model, self.optimizer = self.accelerator.prepare(self.generative.model, optimizer)
         self.generative.model = self.model

@@ -36,7 +36,8 @@ from typing import Any, Dict, List, Sequence, Tuple, Union
 import numpy as np
 
 from spacy_sapbert.util.atomic import atomic_write_text
-from spacy_sapbert.formats.biosyn import id_list, is_right, query_span, read_dictionary, read_queries, split_mention
+from spacy_sapbert.formats.biosyn import id_list, query_span, read_dictionary, read_queries, split_mention
+from spacy_sapbert.kb.matching import is_gold
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.util.jsonfile import read_json_object
 
@@ -155,7 +156,7 @@ def build(folders: Sequence[PathLike], dictionary: PathLike, encoder: Any, store
 def coverage(items: Sequence[Item], ks: Sequence[int]) -> Dict[str, Any]:
     """Share of items whose gold is among the first-stage top k (per k), and items whose gold is not in
     the dictionary at all."""
-    ranks = [next((r for r, c in enumerate(item.candidates) if is_right(c[0], item.gold)), None) for item in items]
+    ranks = [next((r for r, c in enumerate(item.candidates) if is_gold(c[0], item.gold, None)), None) for item in items]
     n = max(len(items), 1)
     return {"items": len(items), **{f"gold_in_top{k}": round(100 * sum(r is not None and r < k for r in ranks) / n, 2)
                                     for k in ks},
@@ -241,7 +242,7 @@ def training_examples(datasets: Sequence[RerankData], k: int, separator: str, ma
                 continue
             seen.add(key)
             chosen = list(item.candidates[:k])
-            positive = [is_right(c[0], item.gold) for c in chosen]
+            positive = [is_gold(c[0], item.gold, None) for c in chosen]
             inserted = not any(positive)
             if inserted:
                 if not item.gold_candidates:
@@ -249,7 +250,7 @@ def training_examples(datasets: Sequence[RerankData], k: int, separator: str, ma
                     continue
                 chosen = chosen[:k - 1] + [item.gold_candidates[0]] if len(chosen) >= k else \
                     chosen + [item.gold_candidates[0]]
-                positive = [is_right(c[0], item.gold) for c in chosen]
+                positive = [is_gold(c[0], item.gold, None) for c in chosen]
                 stats["gold_inserted"] += 1
             right = positive[0]
             stats["first_stage_wrong"] += not right
@@ -285,7 +286,7 @@ def eval_rows(data: RerankData, k: int, separator: str) -> EvalRows:
         chosen = item.candidates[:k]
         rows.contexts.append(data.context(item))
         rows.texts.append(data.texts(chosen, separator))
-        rows.right.append([is_right(c[0], item.query_gold) for c in chosen])
+        rows.right.append([is_gold(c[0], item.query_gold, None) for c in chosen])
         rows.first_stage.append([float(c[2]) for c in chosen])
         rows.queries.append(item.query)
     return rows

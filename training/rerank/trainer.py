@@ -30,7 +30,7 @@ from spacy_sapbert.linking.rerank.inputs import PairEncoder
 
 from ..common.hardware import make_accelerator
 from ..common.plan import BatchPlan
-from ..common.schedule import make_scheduler
+from ..common.schedule import make_optimizer, make_scheduler
 from ..common.signals import StopOnSignal
 from ..common.runstate import CheckpointedRun, RunResult
 from ..common.step import accumulated_step
@@ -81,7 +81,7 @@ class RerankTrainer(CheckpointedRun):
         self.inputs = PairEncoder(self.tokenizer_folder / "tokenizer.json", config.max_length,
                                   config.max_candidate_length, config.marker_start, config.marker_end)
         self.pairs = self.inputs.pairs([e.context for e in self.examples], [e.candidates for e in self.examples])
-        optimizer = make_optimizer(model, config)
+        optimizer = make_optimizer(model, config, fused=True)  # type: ignore[arg-type]
         self.scheduler = make_scheduler(optimizer, config, self.total_steps)  # type: ignore[arg-type]
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.identity = resume_identity(config, [d.fingerprint for d in self.train_sets], self.world,
@@ -202,21 +202,6 @@ class RerankTrainer(CheckpointedRun):
                 "dev": result.dev, "steps": result.steps, "wall_time_s": round(result.wall_time_s, 1),
                 "final_loss": self.history[-1]["loss"] if self.history else math.nan,
                 "mixed_precision": str(self.accelerator.mixed_precision), "torch": torch.__version__}
-
-
-def make_optimizer(model: torch.nn.Module, config: RerankConfig) -> torch.optim.Optimizer:
-    """AdamW over the trainable parameters, without weight decay on biases and LayerNorms (BERT's
-    fine-tuning recipe), fused where torch has a fused kernel for the device (CPU included): the
-    optimiser step is a large part of a step of a model this small."""
-    decay, no_decay = [], []
-    for name, param in model.named_parameters():
-        if param.requires_grad:
-            (no_decay if param.ndim < 2 else decay).append(param)
-    groups = [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    try:
-        return torch.optim.AdamW(groups, lr=config.lr, fused=True)
-    except (RuntimeError, TypeError):
-        return torch.optim.AdamW(groups, lr=config.lr)
 
 
 def train(config: RerankConfig, train_data: Sequence[PathLike], dev_data: Sequence[PathLike] = (),

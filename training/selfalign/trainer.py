@@ -83,7 +83,7 @@ class Trainer(CheckpointedRun):
             logger.info("output norm fixed: %s pinned to the identity", fix_output_norm(model))
         self.pooling = check_pooling(config.pooling or self.base_settings.get("pooling") or "cls")
         config.pooling = self.pooling
-        optimizer = make_optimizer(model, config)
+        optimizer = make_optimizer(model, config, exempt_norms=False)  # SapBERT's recipe decays every weight
         self.scheduler = make_scheduler(optimizer, config, self.total_steps)
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.loss_fn = SelfAlignmentLoss(config)

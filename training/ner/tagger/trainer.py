@@ -34,7 +34,7 @@ from spacy_sapbert.ner.tags import IGNORE
 from ...common.hardware import make_accelerator
 from ...common.plan import BatchPlan
 from ...common.runstate import CheckpointedRun
-from ...common.schedule import make_scheduler
+from ...common.schedule import make_optimizer, make_scheduler
 from ...common.signals import StopOnSignal
 from ...common.step import accumulated_step
 from .config import DEFAULT_BASE, NerConfig, resume_identity
@@ -43,6 +43,8 @@ from .data import (PARTIAL_O, build_gazetteer, examples, fingerprint, partial_la
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
+# Parameters the tagger adds to the encoder: they learn from scratch, at ``head_lr``.
+NEW_PARTS = ("head.", "gazetteer_embed.")
 TOKENIZER_CONFIG = {"nlp": {"tokenizer": {"@tokenizers": "sapbert.ScispacyTokenizer.v1", "split_hyphens": True}}}
 """The tokenizer of ``configs/ner.cfg`` and of ``ner-data``'s DocBins."""
 
@@ -103,7 +105,7 @@ class NerTrainer(CheckpointedRun):
         if self.plan.steps_per_epoch == 0:
             raise InputError(f"{len(self.examples)} windows are fewer than one step needs", field="batch_size")
         self.total_steps = config.epochs * self.plan.steps_per_epoch
-        optimizer = make_optimizer(model, config)
+        optimizer = make_optimizer(model, config, head_prefixes=NEW_PARTS, head_lr=config.head_lr)
         self.scheduler = make_scheduler(optimizer, config, self.total_steps)  # type: ignore[arg-type]
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.identity = resume_identity(config, fingerprint([*train, dev], self.gazetteer), self.world)
@@ -257,20 +259,3 @@ class NerTrainer(CheckpointedRun):
             shutil.rmtree(folder)
         logger.info("NER pipeline written to %s (best dev F1 %s)", self.output, settings.get("training"))
         return {"interrupted": False, "step": self.step, "output": str(self.output), "best": settings.get("training")}
-
-
-def make_optimizer(model: torch.nn.Module, config: NerConfig) -> torch.optim.Optimizer:
-    """AdamW: encoder weights at ``lr`` (no decay on biases and norms), the new parts at ``head_lr``."""
-    groups: Dict[str, List[torch.nn.Parameter]] = {"decay": [], "no_decay": [], "new": []}
-    for name, param in model.named_parameters():
-        if not param.requires_grad:
-            continue
-        if name.startswith(("head.", "gazetteer_embed.")):
-            groups["new"].append(param)
-        else:
-            groups["no_decay" if param.ndim < 2 else "decay"].append(param)
-    return torch.optim.AdamW([
-        {"params": groups["decay"], "weight_decay": config.weight_decay, "lr": config.lr},
-        {"params": groups["no_decay"], "weight_decay": 0.0, "lr": config.lr},
-        {"params": groups["new"], "weight_decay": 0.0, "lr": config.head_lr},
-    ], lr=config.lr)
