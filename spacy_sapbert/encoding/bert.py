@@ -5,9 +5,10 @@ everything else in loading the default pipeline together. For the architecture t
 ships (a plain BERT encoder: absolute positions, GELU, no cross-attention) this module
 computes the same ``last_hidden_state`` with ``torch`` alone, reads the weights from
 ``model.safetensors`` and tokenizes with the ``tokenizers`` library from ``tokenizer.json``
-(the files ``save_pretrained`` writes). Parameter names are those of ``transformers.BertModel``,
-so a state dict, and with it :attr:`spacy_sapbert.encoding.encoder.Encoder.fingerprint`, is the same on
-both paths; the tests check the outputs against ``transformers`` too.
+(the files ``save_pretrained`` writes; the tokenizer is :mod:`spacy_sapbert.encoding.fast_tokenizer`).
+Parameter names are those of ``transformers.BertModel``, so a state dict, and with it
+:attr:`spacy_sapbert.encoding.encoder.Encoder.fingerprint`, is the same on both paths; the tests
+check the outputs against ``transformers`` too.
 
 :func:`supports` says whether a folder qualifies; anything else (other architectures, hub
 names, ``pytorch_model.bin`` only) goes through ``transformers``.
@@ -17,13 +18,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 from torch import nn
 
+from spacy_sapbert.encoding.fast_tokenizer import TOKENIZER_FILE, FastTokenizer
+
 WEIGHTS_FILE = "model.safetensors"
-TOKENIZER_FILE = "tokenizer.json"
 _PREFIXES = ("bert.", "model.")
 _IGNORED = ("embeddings.position_ids",)
 
@@ -238,57 +240,6 @@ class _ConfigView:
 
     def to_dict(self) -> Dict[str, Any]:
         return dict(self._config)
-
-
-class FastTokenizer:
-    """The subset of a Hugging Face fast tokenizer the encoder uses, on ``tokenizers`` alone."""
-
-    def __init__(self, folder: Path, pad_token_id: Optional[int]) -> None:
-        from tokenizers import Tokenizer
-
-        self.folder = folder
-        self._tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
-        self._tokenizer.no_padding()
-        self._tokenizer.no_truncation()
-        self._max_length: Optional[int] = None
-        self.pad_token_id = pad_token_id if pad_token_id is not None else self._token_id(("[PAD]", "<pad>"))
-
-    def _token_id(self, candidates: Sequence[str]) -> Optional[int]:
-        for token in candidates:
-            found = self._tokenizer.token_to_id(token)
-            if found is not None:
-                return int(found)
-        return None
-
-    def get_vocab(self) -> Dict[str, int]:
-        return self._tokenizer.get_vocab(with_added_tokens=True)
-
-    def __call__(self, texts: List[str], truncation: bool = True, max_length: Optional[int] = None,
-                 add_special_tokens: bool = True) -> Dict[str, List[List[int]]]:
-        limit = max_length if truncation else None
-        if limit != self._max_length:
-            if limit is None:
-                self._tokenizer.no_truncation()
-            else:
-                self._tokenizer.enable_truncation(max_length=int(limit))
-            self._max_length = limit
-        encodings = self._tokenizer.encode_batch(texts, add_special_tokens=add_special_tokens)
-        return {"input_ids": [e.ids for e in encodings]}
-
-    def word_pieces(self, words: Sequence[str]) -> List[List[int]]:
-        """Word-piece ids of each word on its own (no special tokens, never truncated): what a token
-        tagger needs to score a pre-tokenised text word by word."""
-        if self._max_length is not None:
-            self._tokenizer.no_truncation()
-            self._max_length = None
-        return [e.ids for e in self._tokenizer.encode_batch(list(words), add_special_tokens=False)]
-
-    def special_ids(self) -> Tuple[int, int]:
-        """(start, end) token ids around one sequence: [CLS] and [SEP] for BERT vocabularies."""
-        start, end = self._token_id(("[CLS]", "<s>")), self._token_id(("[SEP]", "</s>"))
-        if start is None or end is None:
-            raise ValueError(f"{self.folder / TOKENIZER_FILE}: no [CLS]/[SEP] (or <s>/</s>) token")
-        return start, end
 
 
 def load(folder: Path, config: Optional[Dict[str, Any]] = None) -> Tuple[BertEncoder, FastTokenizer, Dict[str, Any]]:

@@ -1,7 +1,8 @@
 """NameIndex: every normalised KB name, encoded once, in a FAISS inner-product index.
 
 The kinds of index (``flat``, ``hnsw``, ``ivfpq``, ``pq``) and what each is for are in
-:mod:`spacy_sapbert.index.kinds`; the files of a saved index in :mod:`spacy_sapbert.index.files`.
+:mod:`spacy_sapbert.index.kinds`; the files of a saved index in :mod:`spacy_sapbert.index.files`; the
+tables that map its rows to names and concepts in :mod:`spacy_sapbert.index.tables`.
 
 A saved index is tied to the model and the KB it was built from: ``manifest.json``
 records both fingerprints and :meth:`NameIndex.load` refuses a different encoder or KB,
@@ -22,13 +23,13 @@ from spacy_sapbert.index.files import (FORMAT_VERSION, INDEX_FILE, MANIFEST, RER
                           is_index_folder, read_index_folder, write_index_folder)
 from spacy_sapbert.index.kinds import (INDEX_KINDS, RowFilter, check_kind, configure_search, filtered_search, make_faiss_index,
                           plain_search, promote_rows, rerank_exact)
+from spacy_sapbert.index.tables import Tables, kb_tables, tables_of
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 
 logger = logging.getLogger(__name__)
 
 PathLike = Union[str, Path]
-Tables = Tuple[List[str], List[str], np.ndarray]
-"""(distinct names, distinct concept IDs, rows): row ``i`` is (name number, concept number)."""
+
 
 class IndexMismatchError(InputError):
     """A saved index was built with another model or KB than the one it is loaded with."""
@@ -81,7 +82,7 @@ class NameIndex:
         the number of names.
         """
         check_kind(kind)
-        tables = _name_rows(kb)
+        tables = kb_tables(kb)
         unique_names, concepts, rows = tables
         logger.info("encoding %d names (%d concepts, %d rows) of KB %r with %s", len(unique_names), len(concepts),
                     len(rows), kb.name, encoder.source)
@@ -262,7 +263,7 @@ class NameIndex:
 
     def _compact_tables(self) -> Tables:
         if self._tables is None:
-            self._tables = _tables(self.names, self.concept_ids)
+            self._tables = tables_of(self.names, self.concept_ids)
         return self._tables
 
     @classmethod
@@ -278,26 +279,6 @@ class NameIndex:
     def __repr__(self) -> str:
         return (f"NameIndex(kind={self.kind!r}, rows={len(self)}, dim={self.dim}, "
                 f"kb={self.manifest.get('kb_name')!r}, model={self.manifest.get('model')!r})")
-
-
-def _name_rows(kb: KnowledgeBase) -> Tables:
-    """The rows to index: every (normalised name, concept) pair of ``kb``, names and concepts numbered."""
-    pairs = [(name, cid) for name, cid in kb.name_concept_pairs() if name]
-    if not pairs:
-        raise InputError(f"knowledge base {kb.name!r} has no names to index ({len(kb)} concepts; every name is "
-                         "empty after normalisation)" if len(kb) else
-                         f"knowledge base {kb.name!r} is empty: no concepts, no names to index")
-    return _tables([name for name, _ in pairs], [cid for _, cid in pairs])
-
-
-def _tables(names: List[str], concept_ids: List[str]) -> Tables:
-    unique_names = list(dict.fromkeys(names))
-    concepts = list(dict.fromkeys(concept_ids))
-    name_number = {n: i for i, n in enumerate(unique_names)}
-    concept_number = {c: i for i, c in enumerate(concepts)}
-    rows = np.array([(name_number[n], concept_number[c]) for n, c in zip(names, concept_ids)],
-                    dtype=np.int32).reshape(-1, 2)
-    return unique_names, concepts, rows
 
 
 __all__ = ["NameIndex", "IndexMismatchError", "RowFilter",

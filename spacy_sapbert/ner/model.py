@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from spacy_sapbert.encoding import bert
+from spacy_sapbert.encoding.fast_tokenizer import TOKENIZER_FILE, FastTokenizer
 from spacy_sapbert.encoding.folder_check import check_model_folder
 from spacy_sapbert.ner.windows import Window
 
@@ -110,7 +111,7 @@ def save(model: TokenTagger, tokenizer_folder: Path, tags: Sequence[str], folder
     save_file(state, str(folder / bert.WEIGHTS_FILE), metadata={"format": "pt"})
     (folder / "config.json").write_text(json.dumps(model.encoder.config.to_dict(), indent=2), encoding="utf-8")
     if tokenizer_folder.resolve() != folder.resolve():
-        shutil.copyfile(tokenizer_folder / bert.TOKENIZER_FILE, folder / bert.TOKENIZER_FILE)
+        shutil.copyfile(tokenizer_folder / TOKENIZER_FILE, folder / TOKENIZER_FILE)
     settings = {"format": FORMAT, "tags": list(tags), "n_features": model.gazetteer_embed.num_embeddings,
                 **(extra or {})}
     (folder / SETTINGS_FILE).write_text(json.dumps(settings, indent=2), encoding="utf-8")
@@ -127,7 +128,7 @@ def read_settings(folder: PathLike) -> Dict[str, Any]:
 
 
 def load(folder: PathLike, word_embeddings: Optional[torch.Tensor] = None, table_checked: bool = False
-         ) -> Tuple[TokenTagger, bert.FastTokenizer, Dict[str, Any]]:
+         ) -> Tuple[TokenTagger, FastTokenizer, Dict[str, Any]]:
     """(model in eval mode, tokenizer, tagger.json) from a folder :func:`save` wrote; a model saved
     with ``shared_from`` needs the table, ``word_embeddings``, from that pipe's encoder (its digest is
     checked here unless the caller already did: ``table_checked``)."""
@@ -153,11 +154,11 @@ def load(folder: PathLike, word_embeddings: Optional[torch.Tensor] = None, table
     if missing or unexpected:
         raise ValueError(f"{folder / bert.WEIGHTS_FILE}: not a tagger state dict (missing {missing[:5]}, "
                          f"unexpected {unexpected[:5]})")
-    return model.eval(), bert.FastTokenizer(folder, config.get("pad_token_id")), settings
+    return model.eval(), FastTokenizer(folder, config.get("pad_token_id")), settings
 
 
 def from_encoder(folder: PathLike, tags: Sequence[str], n_features: int, layers: int = 0
-                 ) -> Tuple[TokenTagger, bert.FastTokenizer]:
+                 ) -> Tuple[TokenTagger, FastTokenizer]:
     """A new tagger on a pretrained BERT folder (the project's encoder, or MiniLM's); ``layers`` > 0
     keeps only the encoder's first ``layers`` layers (a faster tagger; the config says so)."""
     import dataclasses

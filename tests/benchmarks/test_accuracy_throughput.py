@@ -61,7 +61,8 @@ def dataset(tmp_path_factory) -> Path:
 def reranker_folder(tiny_bert, tmp_path_factory) -> Path:
     """A random cross-encoder whose scores outweigh the cosines (so that re-ranking changes answers), with a
     first-stage weight (so that the cosines must be handed over) and no margin."""
-    from spacy_sapbert.linking.rerank.model import Reranker, RerankerSettings
+    from spacy_sapbert.linking.rerank.model import Reranker
+    from spacy_sapbert.linking.rerank.settings import RerankerSettings
     from spacy_sapbert.training.rerank.model import load_cross_encoder
 
     torch.manual_seed(0)

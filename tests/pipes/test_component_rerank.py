@@ -11,7 +11,8 @@ import torch
 from spacy_sapbert.linking.rerank.stage import ContextReranking, needs_rerank
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb.normalize import normalize
-from spacy_sapbert.linking.rerank.model import Reranker, RerankerSettings, softmax
+from spacy_sapbert.linking.rerank.model import Reranker, softmax
+from spacy_sapbert.linking.rerank.settings import RerankerSettings
 from spacy_sapbert.linking.rerank.inputs import candidate_text
 from spacy_sapbert.linking.settings import SettingError
 from tests.linker_fixtures import write_small_kb

@@ -17,7 +17,7 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any, Dict, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Union
 
 from spacy_sapbert.pipes.linker_parts import ENCODER_DIR
 from spacy_sapbert.errors import InputError
@@ -25,6 +25,9 @@ from spacy_sapbert.errors import InputError
 from ..evaluation.abstention import LINKER
 from .build import (BUILD_FILE, MARKER_KEY, agreement, check_exact_index, check_package_output, exact_index_for,
                       write_pipeline)
+
+if TYPE_CHECKING:
+    from spacy.language import Language
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -50,12 +53,7 @@ def replace_kb(pipeline: PathLike, kb_path: PathLike, output: PathLike, *, exact
     check_package_output(Path(output), overwrite)  # before minutes of encoding, not after
     if exact_index:
         check_exact_index(Path(exact_index), overwrite)
-    report = {k: v for k, v in json.loads(build_file.read_text(encoding="utf-8")).items()
-              if k not in (MARKER_KEY, "size_mb", "components_mb")}
-    for stale in ("calibration", "pq_vs_exact"):  # the previous KB's: measured again below, or left out
-        report.pop(stale, None)
-    report.setdefault("encoder_pairs_kb", report.get("kb"))  # the KB whose synonyms trained the encoder
-    report["kb_description"] = kb_description or f"read from {Path(kb_path).name}"
+    report = _carried_report(build_file, kb_path, kb_description)
     nlp = spacy.load(pipeline)
     if LINKER not in nlp.pipe_names:
         raise InputError(f"no {LINKER} component", pipeline)
@@ -73,15 +71,7 @@ def replace_kb(pipeline: PathLike, kb_path: PathLike, output: PathLike, *, exact
     linker.calibration = calibration
     nlp.get_pipe_config(LINKER)["kb"] = str(kb_path)  # the setting records where the KB came from
     if calibrate_on is not None:
-        from ..evaluation.abstention import apply_calibration, fit_and_report, link_gold_spans
-
-        spans = link_gold_spans(nlp, calibrate_on)
-        fitted_on = f"{Path(calibrate_on).name}: {len(spans)} gold spans"
-        calibration, fitted = fit_and_report(spans, min_precision, fitted_on)
-        report["calibration"] = {k: fitted[k] for k in ("fitted_on", "accuracy_without_threshold", "precision",
-                                                         "coverage", "cross_validated")}
-        report["calibration"]["fitted_threshold"] = fitted["threshold"]
-        report["calibration"]["threshold"] = apply_calibration(nlp, calibration, fitted["threshold"])
+        report["calibration"] = _recalibrate(nlp, calibrate_on, min_precision)
         stale_calibration = False
     report.update({"kb": kb.name, "kb_file": str(kb_path), "kb_stats": kb.stats().as_dict(),
                    "index_rows": len(compact), "index_params": compact.manifest.get("params"),
@@ -99,3 +89,29 @@ def replace_kb(pipeline: PathLike, kb_path: PathLike, output: PathLike, *, exact
                        "(--calibrate-on, or `sapbert calibrate`)", output)
     logger.info("KB of %s replaced by %s: %d index rows", output, kb_path, len(compact))
     return report
+
+
+def _carried_report(build_file: Path, kb_path: PathLike, kb_description: Optional[str]) -> Dict[str, Any]:
+    """The package's build report, less what belonged to the previous KB or to the package as written."""
+    report = {k: v for k, v in json.loads(build_file.read_text(encoding="utf-8")).items()
+              if k not in (MARKER_KEY, "size_mb", "components_mb")}
+    for stale in ("calibration", "pq_vs_exact"):  # the previous KB's: measured again, or left out
+        report.pop(stale, None)
+    report.setdefault("encoder_pairs_kb", report.get("kb"))  # the KB whose synonyms trained the encoder
+    report["kb_description"] = kb_description or f"read from {Path(kb_path).name}"
+    return report
+
+
+def _recalibrate(nlp: Language, calibrate_on: PathLike, min_precision: float) -> Dict[str, Any]:
+    """Fit the linker's calibration again on the gold spans of ``calibrate_on`` (as ``sapbert calibrate``
+    does) and apply it with the threshold chosen for ``min_precision``: the build report's part."""
+    from ..evaluation.abstention import apply_calibration, fit_and_report, link_gold_spans
+
+    spans = link_gold_spans(nlp, calibrate_on)
+    fitted_on = f"{Path(calibrate_on).name}: {len(spans)} gold spans"
+    calibration, fitted = fit_and_report(spans, min_precision, fitted_on)
+    part = {k: fitted[k] for k in ("fitted_on", "accuracy_without_threshold", "precision", "coverage",
+                                   "cross_validated")}
+    part["fitted_threshold"] = fitted["threshold"]
+    part["threshold"] = apply_calibration(nlp, calibration, fitted["threshold"])
+    return part

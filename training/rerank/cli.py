@@ -120,7 +120,8 @@ def evaluate_command(
 ) -> None:
     """Acc@1 of the first stage and of the re-ranker (SapBERT's rules on BioSyn queries)."""
     from spacy_sapbert.util.atomic import atomic_write_text
-    from spacy_sapbert.linking.rerank.model import SETTINGS_FILE, Reranker
+    from spacy_sapbert.linking.rerank.model import Reranker
+    from spacy_sapbert.linking.rerank.settings import SETTINGS_FILE
 
     from .data import RerankData
     from .evaluate import evaluate

@@ -25,7 +25,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 import torch
 
 from spacy_sapbert.errors import InputError
-from spacy_sapbert.linking.rerank.model import SETTINGS_FILE, Reranker, RerankerSettings
+from spacy_sapbert.linking.rerank.model import Reranker
+from spacy_sapbert.linking.rerank.settings import SETTINGS_FILE, RerankerSettings
 from spacy_sapbert.linking.rerank.inputs import PairEncoder
 
 from ..common.hardware import make_accelerator

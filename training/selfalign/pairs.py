@@ -26,10 +26,11 @@ from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequenc
 
 from spacy_sapbert.util.atomic import atomic_open
 from spacy_sapbert.errors import InputError
+from spacy_sapbert.kb.concept import Concept
 from spacy_sapbert.kb.knowledge_base import MAX_PAIRS_PER_CONCEPT, KnowledgeBase
 from spacy_sapbert.kb.normalize import normalize
 
-from ..corpora import Document
+from ..corpora import Document, Mention
 
 logger = logging.getLogger(__name__)
 
@@ -123,21 +124,10 @@ def mention_pairs(documents: Iterable[Document], kb: KnowledgeBase, seed: int = 
             if wanted is not None and mention.type not in wanted:
                 continue
             stats.mentions += 1
-            if not mention.ids:
-                stats.no_id += 1
+            usable = _gold_concept_and_text(mention, kb, stats)
+            if usable is None:
                 continue
-            if mention.is_composite:
-                stats.composite += 1
-                continue
-            concept = kb.resolve(mention.ids[0])
-            if concept is None:
-                stats.id_not_in_kb += 1
-                stats.missing_ids[mention.ids[0]] += 1
-                continue
-            text = normalize(mention.text)
-            if not text:
-                stats.empty_text += 1
-                continue
+            concept, text = usable
             key = (concept.concept_id, text)
             if key in seen:
                 stats.duplicate += 1
@@ -155,6 +145,28 @@ def mention_pairs(documents: Iterable[Document], kb: KnowledgeBase, seed: int = 
                 "in KB %r, %d duplicates)", stats.pairs, stats.used, stats.mentions, stats.no_id, stats.composite,
                 stats.id_not_in_kb, kb.name, stats.duplicate)
     return pairs, stats
+
+
+def _gold_concept_and_text(mention: Mention, kb: KnowledgeBase,
+                           stats: MentionPairStats) -> Optional[Tuple[Concept, str]]:
+    """(the KB concept of ``mention``'s gold ID, its normalised text), or None, counted in ``stats``, for a
+    mention without an ID, a composite one, one whose ID the KB lacks, or one that normalises to nothing."""
+    if not mention.ids:
+        stats.no_id += 1
+        return None
+    if mention.is_composite:
+        stats.composite += 1
+        return None
+    concept = kb.resolve(mention.ids[0])
+    if concept is None:
+        stats.id_not_in_kb += 1
+        stats.missing_ids[mention.ids[0]] += 1
+        return None
+    text = normalize(mention.text)
+    if not text:
+        stats.empty_text += 1
+        return None
+    return concept, text
 
 
 # -- the TSV file ----------------------------------------------------------------------

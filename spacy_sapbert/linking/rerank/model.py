@@ -10,11 +10,11 @@ fitted on held-out data so that the probabilities are calibrated.
 A re-ranker folder is a Hugging Face ``BertForSequenceClassification`` folder with one label
 (``config.json``, ``model.safetensors``, the tokenizer files), which transformers and
 sentence-transformers' ``CrossEncoder`` load as they are, plus ``reranker.json``
-(:class:`RerankerSettings`). The score is that class's: a linear layer on the pooler's
-``tanh(W · h[CLS] + b)``. Loading here needs neither transformers nor remote code: the
-weights (safetensors only) go into :mod:`spacy_sapbert.encoding.bert`'s BERT. Inference runs batched,
-sorted by length, under ``torch.inference_mode``, with bf16 autocast on CPUs that compute bf16
-natively and float16 weights on a GPU (the ``auto`` precision of
+(:class:`~spacy_sapbert.linking.rerank.settings.RerankerSettings`). The score is that class's: a
+linear layer on the pooler's ``tanh(W · h[CLS] + b)``. Loading here needs neither transformers nor
+remote code: the weights (safetensors only) go into :mod:`spacy_sapbert.encoding.bert`'s BERT.
+Inference runs batched, sorted by length, under ``torch.inference_mode``, with bf16 autocast on
+CPUs that compute bf16 natively and float16 weights on a GPU (the ``auto`` precision of
 :class:`~spacy_sapbert.encoding.encoder.Encoder`).
 """
 from __future__ import annotations
@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
@@ -33,70 +32,14 @@ from torch import nn
 from spacy_sapbert.encoding.modelfiles import TOKENIZER_FILES
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.linking.rerank.inputs import MentionContext, PairEncoder, candidate_text
+from spacy_sapbert.linking.rerank.settings import SETTINGS_FILE, RerankerSettings
 from spacy_sapbert.util.devices import DTYPE_ALIASES, check_dtype, cpu_has_native_bf16, resolve_device
 from spacy_sapbert.util.jsonfile import read_json_object
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
-SETTINGS_FILE = "reranker.json"
-FORMAT_VERSION = 1
 WEIGHTS_FILE = "model.safetensors"
-__all__ = ["CrossEncoder", "FORMAT_VERSION", "MentionContext", "Reranker", "RerankerSettings", "SETTINGS_FILE",
-           "candidate_text", "choose", "softmax"]
-
-
-@dataclass
-class RerankerSettings:
-    """``reranker.json``: how pairs are built and how scores become decisions."""
-
-    max_length: int = 64
-    """Tokens of a whole pair, ``[CLS] context [SEP] candidate [SEP]``."""
-    max_candidate_length: int = 24
-    """Tokens a candidate text is cut to; the context gets what the longest candidate leaves."""
-    marker_start: str = "«"
-    marker_end: str = "»"
-    separator: str = " ; "
-    """Between a candidate's best-matching name and its canonical name (:func:`candidate_text`)."""
-    k: int = 8
-    """Candidates per mention the model was trained (and calibrated) on: re-rank the first stage's top k."""
-    temperature: float = 1.0
-    """``probabilities = softmax(scores / temperature)``; fitted on dev by minimising the NLL."""
-    first_stage_weight: float = 0.0
-    """A candidate's decision score is the model's score plus this times its first-stage cosine (the
-    model was trained on that sum, so it learned a correction of the first stage rather than a ranking
-    from scratch); 0: the model's score alone. See :meth:`Reranker.score`."""
-    margin: float = 0.0
-    """The re-ranker's best candidate replaces the first stage's top one only when its probability is higher
-    by more than this (tuned on dev; 0: the re-ranker's order as it is). See :meth:`Reranker.choose`."""
-    format_version: int = FORMAT_VERSION
-    training: Dict[str, Any] = field(default_factory=dict)
-    """How the model was made (read by nobody at inference)."""
-
-    def validate(self, where: Optional[PathLike] = None) -> "RerankerSettings":
-        checks = [(self.format_version == FORMAT_VERSION, "format_version", f"must be {FORMAT_VERSION}"),
-                  (self.max_length >= 16, "max_length", "must be >= 16"),
-                  (1 <= self.max_candidate_length < self.max_length, "max_candidate_length", "must be 1..max_length"),
-                  (bool(self.marker_start.strip() and self.marker_end.strip()), "marker_start", "markers must be text"),
-                  (self.k >= 1, "k", "must be >= 1"),
-                  (self.temperature > 0, "temperature", "must be > 0"),
-                  (self.first_stage_weight >= 0, "first_stage_weight", "must be >= 0"),
-                  (0.0 <= self.margin < 1.0, "margin", "must be in [0, 1)")]
-        for ok, name, problem in checks:
-            if not ok:
-                raise InputError(f"{problem}, got {getattr(self, name)!r}", where, field=name)
-        return self
-
-    @classmethod
-    def read(cls, path: PathLike) -> "RerankerSettings":
-        data = read_json_object(path, FORMAT_VERSION, "re-ranker")
-        known = {f for f in cls.__dataclass_fields__}
-        try:
-            return cls(**{k: v for k, v in data.items() if k in known}).validate(path)
-        except TypeError as err:
-            raise InputError(f"bad settings ({err})", path) from err
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, ensure_ascii=False, default=str) + "\n"
+__all__ = ["CrossEncoder", "MentionContext", "Reranker", "candidate_text", "choose", "softmax"]
 
 
 def softmax(scores: np.ndarray, temperature: float = 1.0) -> np.ndarray:

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from spacy_sapbert.cli import app
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+from spacy_sapbert.kb.sources import assets as kb_assets
 from spacy_sapbert.kb.sources import build
 from spacy_sapbert.training.corpora import read_pubtator
 
@@ -50,10 +51,11 @@ def test_medic_kb_from_the_mirror_covers_every_gold_disease_id(medic_assets: Pat
 
 def test_build_reads_only_files_the_asset_step_provides() -> None:
     dests = {a.dest for a in _fetch_assets_module().MANIFEST}
-    read = [build.MEDIC_2012, build.CTD_DISEASES, build.MESH_TERMS, build.MESH_TREES, build.DOID, build.ORDO,
-            build.NCIT, build.HPO] + [build.MONDO_TABLE.format(t) for t in build.MONDO_TABLES]
+    read = [kb_assets.MEDIC_2012, kb_assets.CTD_DISEASES, kb_assets.MESH_TERMS, kb_assets.MESH_TREES,
+            kb_assets.DOID, kb_assets.ORDO, kb_assets.NCIT, kb_assets.HPO] + [
+        kb_assets.MONDO_TABLE.format(t) for t in kb_assets.MONDO_TABLES]
     assert set(read) <= dests
-    assert any(d in dests for d in build.MESH_DESCRIPTOR_XML)  # what stands in for the mirror-only MeSH TSVs
+    assert any(d in dests for d in kb_assets.MESH_DESCRIPTOR_XML)  # what stands in for the mirror-only MeSH TSVs
 
 
 def test_missing_assets_are_clear_errors(tmp_path: Path) -> None:
@@ -138,13 +140,13 @@ def test_truncated_medic_text_fails_the_build(mirror: Path, tmp_path: Path) -> N
     """MEDIC 2012 cut at a line boundary (``head -n``) is well-formed line for line; the CTD
     fallback would fill the gap with thousands of concepts. That share fails the build."""
     assets = _vocab_copy(mirror, tmp_path, ["CTD_diseases-2017-06-06.tsv.gz"])
-    lines = (mirror / build.MEDIC_2012).read_text(encoding="utf-8").splitlines(keepends=True)
-    (assets / build.MEDIC_2012).write_text("".join(lines[:2100]), encoding="utf-8")
+    lines = (mirror / kb_assets.MEDIC_2012).read_text(encoding="utf-8").splitlines(keepends=True)
+    (assets / kb_assets.MEDIC_2012).write_text("".join(lines[:2100]), encoding="utf-8")
     with pytest.raises(InputError, match=r"CTD 2017 fallback would add 9,\d{3} of 11,\d{3} concepts") as err:
         build.build_kb("medic", assets, show_progress=False)
-    assert err.value.path == str(assets / build.MEDIC_2012) and "truncated" in str(err.value)
+    assert err.value.path == str(assets / kb_assets.MEDIC_2012) and "truncated" in str(err.value)
     # a few hundred lines short is still caught: the limit sits well below what any real cut leaves
-    (assets / build.MEDIC_2012).write_text("".join(lines[:-700]), encoding="utf-8")
+    (assets / kb_assets.MEDIC_2012).write_text("".join(lines[:-700]), encoding="utf-8")
     with pytest.raises(InputError, match="CTD 2017 fallback"):
         build.build_kb("medic", assets, show_progress=False)
 
@@ -155,12 +157,12 @@ def test_truncated_mesh_tree_table_fails_the_build(mirror: Path, tmp_path: Path)
     import gzip
 
     assets = _vocab_copy(mirror, tmp_path, ["mesh-2024-descriptor-terms.tsv.gz", "CTD_diseases-2017-06-06.tsv.gz"])
-    lines = gzip.decompress((mirror / build.MESH_TREES).read_bytes()).decode("utf-8").splitlines(keepends=True)
-    (assets / build.MESH_TREES).write_text("".join(lines[: len(lines) * 2 // 3]), encoding="utf-8")
+    lines = gzip.decompress((mirror / kb_assets.MESH_TREES).read_bytes()).decode("utf-8").splitlines(keepends=True)
+    (assets / kb_assets.MESH_TREES).write_text("".join(lines[: len(lines) * 2 // 3]), encoding="utf-8")
     with pytest.raises(InputError, match=r"descriptors without a row in this tree table: \d[\d,]* of 30,764") as err:
         build.build_kb("mesh", assets, show_progress=False)
-    assert err.value.path == str(assets / build.MESH_TREES)
-    (assets / build.MESH_TREES).write_text("".join(lines), encoding="utf-8")
+    assert err.value.path == str(assets / kb_assets.MESH_TREES)
+    (assets / kb_assets.MESH_TREES).write_text("".join(lines), encoding="utf-8")
     kb, report = build.build_kb("mesh", assets, show_progress=False)
     (check,) = report.fallbacks
     assert (check.filled, check.total) == (112, 30_764)  # 23 typed from CTD's tree numbers, 89 without any

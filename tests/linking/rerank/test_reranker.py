@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from spacy_sapbert.errors import InputError
-from spacy_sapbert.linking.rerank.model import Reranker, RerankerSettings, softmax
+from spacy_sapbert.linking.rerank.model import Reranker, softmax
+from spacy_sapbert.linking.rerank.settings import RerankerSettings
 from spacy_sapbert.linking.rerank.inputs import MentionContext, PairEncoder, candidate_text
 from spacy_sapbert.training.rerank.config import RerankConfig
 from spacy_sapbert.training.rerank.data import RerankData, build, read_split, training_examples, write

@@ -38,7 +38,8 @@ def generative_folder(tiny_bert, tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def reranker_folder(tiny_bert, tmp_path_factory) -> Path:
-    from spacy_sapbert.linking.rerank.model import Reranker, RerankerSettings
+    from spacy_sapbert.linking.rerank.model import Reranker
+    from spacy_sapbert.linking.rerank.settings import RerankerSettings
     from spacy_sapbert.training.rerank.model import load_cross_encoder
 
     torch.manual_seed(0)

@@ -1,0 +1,119 @@
+"""The model card (README.md) of a packaged default pipeline, written from its build report.
+
+Apart from :mod:`.build` (which assembles and writes the package) because the card is text
+about a package, not a step of building one: every writer (:func:`~.build.write_pipeline`, and
+through it the NER and KB swaps) calls :func:`model_card` on the report it has.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+LICENCES = "\n".join([
+    "Code: Apache-2.0. Encoder: fine-tuned from sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0).",
+    "",
+    "| used for | corpus or vocabulary | licence |",
+    "|---|---|---|",
+    "| KB, gazetteer | MeSH 2024 descriptors (NLM) | public domain; NLM terms: "
+    "https://www.nlm.nih.gov/databases/download/terms_and_conditions.html |",
+    "| KB, gazetteer | CTD's MEDIC (2012 and 2017) | © MDI Biological Laboratory and NC State University; free for "
+    "research and education: https://ctdbase.org/about/legal.jsp |",
+    "| KB (mesh-medic-chem), gazetteer | MeSH supplementary records from gilda 1.6.1's mesh_mappings.tsv | "
+    "BSD-2-Clause (gilda); names from MeSH (NLM) and ChEBI (CC BY 4.0) |",
+    "| KB (mesh-medic-chem), gazetteer | DrugBank open vocabulary | CC0 1.0 |",
+    "| gazetteer (open-biomed) | Human Disease Ontology | CC0 |",
+    "| gazetteer (open-biomed) | Orphanet Rare Disease Ontology, NCI Thesaurus, MONDO mappings | CC BY 4.0 |",
+    "| gazetteer (open-biomed) | Human Phenotype Ontology | HPO licence (free use, cite HPO) |",
+    "| encoder, KB names, NER | BC5CDR train (BioCreative V CDR) | public domain mark |",
+    "| encoder, KB names, NER | NCBI disease corpus, train | public domain (US Government work) |",
+    "| NER | BioRED (documents of BC5CDR dev/test and NCBI dev/test removed) | NCBI, US Government work |",
+    "| NER | BioNLP13CG, BioNLP13PC (MTL-Bioinformatics-2016 IOB) | CC BY-SA 3.0 |",
+    "| NER | BioNLP11ID (MTL-Bioinformatics-2016 IOB) | GENIA Project License |",
+    "| NER | CRAFT chemicals (MTL-Bioinformatics-2016 IOB) | CC BY 4.0 (repository); CRAFT's own terms |",
+    "| NER (genes as negatives) | BC2GM (MTL-Bioinformatics-2016 IOB) | CC BY 4.0 (repository) |",
+])
+
+
+KB_DESCRIPTION = "MeSH 2024 chemical and disease descriptors merged with MEDIC by shared IDs"
+"""What the default's KB is, for the model card (``kb_description`` in a build report says otherwise)."""
+NER_CARD = {
+    "sapbert_ner": "- `sapbert_ner`: CHEMICAL and DISEASE, the project's MiniLM fine-tuned as a token tagger with "
+                   "KB-name features (MeSH with its supplementary records, DrugBank, MEDIC, open-biomed: "
+                   "mesh-medic-chem and open-biomed), trained by `spacy project run ner` on BC5CDR train "
+                   "+ NCBI disease train; scispaCy's tokenizer with hyphen splitting.",
+    "ner": "- `tok2vec` + `ner`: CHEMICAL and DISEASE, trained by `spacy project run ner-train-tok2vec` "
+           "(configs/ner.cfg) on BC5CDR train + NCBI disease train; scispaCy's tokenizer with hyphen splitting.",
+}
+
+
+def _threshold_sentence(report: Dict[str, Any], cal: Dict[str, Any]) -> str:
+    """The card's word on the threshold: the calibration's high-precision one, or a default chosen since."""
+    chosen = report.get("default_threshold")
+    if not chosen:
+        return f" Scores are calibrated probabilities and the threshold is {cal['threshold']} (see Calibration)."
+    return (f" Scores are calibrated probabilities; the threshold is {chosen['value']}"
+            + (f" ({chosen['chosen_for']})" if chosen.get("chosen_for") else "")
+            + f"; {cal['threshold']} gives {100 * cal['precision']:.0f}% link precision (see Calibration).")
+
+
+def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") -> str:
+    pq, cal = report.get("pq_vs_exact", {}), report.get("calibration")
+    lines: List[str] = [
+        f"# {meta['name']} {meta['version']} — the embedded default pipeline of spacy-sapbert", "",
+        "`spacy_sapbert.load()` (or `spacy.load(spacy_sapbert.DEFAULT_PIPELINE)`) gives this pipeline; "
+        "`nlp.add_pipe(\"sapbert_linker\")` with no config uses its encoder, KB and index.", "",
+        "## Components", "",
+        NER_CARD[report.get("ner_pipe", "ner")] + (
+            f" Its encoder keeps the first {report['ner_layers']} layers." if report.get("ner_layers") else "") + (
+            " Its word-piece table, kept frozen in training, is the linker encoder's and is stored once."
+            if report.get("ner_shares_word_embeddings") else ""),
+        "- `abbreviation_entities`: scispaCy's AbbreviationDetector; short forms take their long form's label, and "
+        "the linker links the long form.",
+        f"- `sapbert_linker`: all-MiniLM-L6-v2 fine-tuned by self-alignment (Multi-Similarity loss, online hard "
+        f"pairs) on BC5CDR/NCBI train mentions and {report.get('encoder_pairs_kb', report['kb'])} synonym pairs, "
+        "mean pooling, weights stored in "
+        f"float16; KB `{report['kb']}` ({report['kb_stats']['concepts']:,} concepts, "
+        f"{report['kb_stats']['names']:,} names: {report.get('kb_description', KB_DESCRIPTION)}); FAISS "
+        f"product-quantised index of {report['index_rows']:,} rows "
+        f"({report['index_params']['pq_m']} bytes per name)" + (
+            f"; the candidates within {report['rescore_gap']:g} of a span's best score are scored exactly by "
+            "encoding their names (`rescore_gap`)" if report.get("rescore_gap") is not None else "") + "." + (
+            _threshold_sentence(report, cal) if cal else ""), "",
+        "## Build", "",
+        "```bash\nspacy project run kb && spacy project run ner\n"
+        "spacy project run default-finetune && spacy project run package" + (
+            "\nspacy project run kb-train && spacy project run package-kb" if "kb_swap_seconds" in report else "")
+        + "\n```", "",
+        f"Encoding the KB's names took {report['encode_seconds']:.0f} s ({report['names_per_second']:.0f} names/s); "
+        f"the whole build {report['seconds']:.0f} s" + (
+            " (later swaps: " + "; ".join(f"the {part}, {report[key]:.0f} s" for part, key in
+                                          (("NER", "ner_swap_seconds"), ("KB", "kb_swap_seconds")) if key in report)
+            + ")" if "ner_swap_seconds" in report or "kb_swap_seconds" in report else "")
+        + f". Size on disk: {report['size_mb']} MB "
+        f"({', '.join(f'{k} {v} MB' for k, v in report['components_mb'].items())}).", "",
+    ]
+    if pq:
+        lines += [f"Compression check: on {pq['queries']:,} distinct BC5CDR/NCBI development mentions the PQ index "
+                  f"returns the exact index's best concept first for {100 * pq['top1_agreement']:.2f}% and within "
+                  f"its top 10 for {100 * pq['exact_top1_in_top10']:.2f}%.", ""]
+    if report.get("calibration_fitted_on_previous_kb"):
+        lines += ["## Calibration", "", "The calibration and threshold in `sapbert_linker` were fitted on the "
+                  "previous KB's scores and not fitted again after the KB was swapped (`sapbert calibrate`, or "
+                  "`sapbert package-kb --calibrate-on`, fits them on this one).", ""]
+    if cal:
+        cv = cal["cross_validated"]
+        lines += ["## Calibration", "",
+                  "`kb_ents` scores are P(right link) from the best candidate's cosine and its margin over the next "
+                  "concept (logistic regression, `sapbert_linker/cfg.json`), fitted as `sapbert calibrate` fits it "
+                  f"({cal['fitted_on']}). Their Acc@1 without a threshold is "
+                  f"{100 * cal['accuracy_without_threshold']:.2f}%. At the "
+                  f"{'high-precision ' if report.get('default_threshold') else ''}threshold, {cal['threshold']}, "
+                  f"{100 * cal['coverage']:.1f}% of those spans are linked at {100 * cal['precision']:.1f}% precision "
+                  f"(2-fold by document: {100 * cv['precision']:.1f}% at {100 * cv['coverage']:.1f}%). "
+                  "`threshold = null` links every span.", ""]
+    if extra:
+        lines += [extra.strip(), ""]
+    lines += ["## Licences", "", LICENCES, ""]
+    return "\n".join(lines)
+
+
+__all__ = ["KB_DESCRIPTION", "LICENCES", "NER_CARD", "model_card"]
