@@ -151,6 +151,7 @@ def test_resume_skips_finished_documents_and_cuts_a_torn_line(nlp, tmp_path):
         ResumableJsonl(foreign)
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_without_duplicates_or_gaps(tiny_bert, tmp_path):
     """SIGKILL a real `annotate` process mid-run, run it again, compare with an uninterrupted run."""
     kb = write_small_kb(tmp_path)

@@ -25,6 +25,8 @@ from tests.linker_fixtures import write_small_kb
 from tests.annotate.test_annotate import TEXTS
 from tests.pipes.test_component import make_nlp
 
+pytestmark = pytest.mark.slow  # a Ray cluster to start, and each test runs for a minute or more
+
 RAY = str(Path(sys.executable).with_name("ray"))
 CLI = [sys.executable, "-m", "spacy_sapbert.cli", "annotate"]
 

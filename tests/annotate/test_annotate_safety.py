@@ -224,6 +224,7 @@ def test_cli_checks_its_arguments_before_loading_a_pipeline(tmp_path):
     assert result.returncode == 2 and "not a text file" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_cli_n_process_2_finishes_and_equals_1_with_clean_logs(tmp_path):
     """`--n-process 2` hung for 600 s (torch's thread pool after fork); logs must not land on the bar."""
     lines = [json.dumps({"id": i, "text": t}) for i, t in enumerate(TEXTS * 2)] + ['{"text": 5}']

@@ -132,6 +132,7 @@ def nlp(tiny_bert, tmp_path_factory):
     return make_nlp(tiny_bert, write_small_kb(tmp_path_factory.mktemp("kb")))
 
 
+@pytest.mark.slow
 def test_a_second_cli_run_is_refused_before_loading_naming_the_holder_and_touching_nothing(tmp_path):
     write_docs(tmp_path / "docs.jsonl")
     out = tmp_path / "out.jsonl"
@@ -148,6 +149,7 @@ def test_a_second_cli_run_is_refused_before_loading_naming_the_holder_and_touchi
     assert not lock.exists()
 
 
+@pytest.mark.slow
 def test_a_holder_killed_with_sigkill_leaves_a_lock_file_the_next_run_takes_over(tmp_path):
     write_docs(tmp_path / "docs.jsonl")
     out = tmp_path / "out.jsonl"

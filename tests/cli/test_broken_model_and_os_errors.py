@@ -118,6 +118,7 @@ def _annotate_with_a_small_disk(tmp_path: Path, source: Path, output: Path, limi
                           preexec_fn=small_disk, timeout=600)
 
 
+@pytest.mark.slow
 def test_a_full_disk_during_annotate_is_one_error_line_and_the_resume_is_whole(tmp_path):
     source = tmp_path / "in.jsonl"
     text = (REPO / "examples" / "abstracts.jsonl").read_text(encoding="utf-8")

@@ -64,6 +64,7 @@ def trained(tiny_bert, tmp_path_factory):
     return model, model.save(tmp_path_factory.mktemp("generative") / "model")
 
 
+@pytest.mark.slow
 def test_a_tiny_model_overfits_a_toy_kb(trained):
     model, folder = trained
     trie = model.build_trie(names())
@@ -78,6 +79,7 @@ def test_a_tiny_model_overfits_a_toy_kb(trained):
     assert scores[0] > scores[1]
 
 
+@pytest.mark.slow
 def test_the_genbioel_linker_pipe_links_entities_and_survives_to_disk(trained, tmp_path):
     import spacy
 

@@ -7,24 +7,19 @@ for a KB and :func:`~spacy_sapbert.util.atomic.remove_stale_temps` can find.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import textwrap
 import threading
-import time
 from pathlib import Path
 from typing import Dict, List
 
 import pytest
 
-from tests.fault_injection import PRELUDE, kill_many
+from tests.fault_injection import KillServer, boundaries
 from spacy_sapbert.util.atomic import remove_stale_temps
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 
 KB_NAME = "kb.jsonl.gz"
-N_OLD, N_NEW = 12_000, 20_000
-#: kills drawn from [0, 0.9 x the measured run) (inside the write) and from [0, 4 x) (most finish first)
-RUNS_INSIDE, RUNS_WIDE = 18, 6
+N_OLD, N_NEW = 1_200, 2_000
+"""Enough concepts for many chunks of compressed text (the kills fall before the first and the last)."""
 #: the concepts of a KB of ``n`` concepts; run in the test and in the killed child alike
 MAKE_KB = """
 from spacy_sapbert.kb.knowledge_base import Concept, KnowledgeBase
@@ -45,65 +40,50 @@ def _looks_like_a_kb(name: str) -> bool:
     return name.endswith((".jsonl", ".jsonl.gz", ".json", ".json.gz"))
 
 
-def _go_to_exit_seconds(setup: str, write: str, cwd: Path) -> float:
-    """How long the child that kill_many starts takes from "go" to its exit when left alone (the
-    write, then the interpreter's exit): the quicker of two, to draw the kill moments from (on
-    a busy machine a run only gets slower, which keeps kills drawn below it inside the write)."""
-    code = textwrap.dedent(setup) + PRELUDE + textwrap.dedent(write)
-    times = []
-    for _ in range(2):
-        child = subprocess.Popen([sys.executable, "-c", code], cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 text=True)
-        assert child.stdout is not None and child.stdin is not None
-        assert child.stdout.readline().strip() == "READY"
-        started = time.perf_counter()
-        child.stdin.write("go\n")
-        child.stdin.flush()
-        assert child.wait(timeout=120) == 0
-        times.append(time.perf_counter() - started)
-        child.communicate()
-    return min(times)
-
-
 def test_kill_9_during_to_jsonl_leaves_the_old_or_the_new_kb(tmp_path: Path) -> None:
+    """Killed at every boundary of a write over an older KB: before the first and the last of
+    each kind of file-system call (creating the temporary file, writing compressed text to it,
+    syncing it, the rename, syncing the folder; see :mod:`tests.fault_injection`) and as it
+    returns. The disk changes only at those calls, and the chunks in between only make the
+    temporary file longer, so these 7 kills leave every kind of state the 24 randomly timed
+    kills of the earlier version could leave (a temporary file empty, part written or
+    complete; the new KB in place), without depending on timing (the earlier version needed
+    a KB ten times as big, and a measured run, to make its kills land inside the write)."""
     old, new = _make_kb(N_OLD, "old"), _make_kb(N_NEW, "new")
     folder = tmp_path / "kbs"
     target = old.to_jsonl(folder / KB_NAME)
     old_bytes = target.read_bytes()
     fingerprints = {old.fingerprint(): "old", new.fingerprint(): "new"}
-    seen: Dict[str, int] = {"old": 0, "new": 0}
-    mid_write: List[int] = []
+    seen: Dict[str, int] = {"old": 0, "new": 0, "left a temporary file": 0, "left part of the new KB": 0}
 
-    def check(run: int) -> None:
+    def check() -> None:
         loaded = KnowledgeBase.from_jsonl(target)
         which = fingerprints.get(loaded.fingerprint())
         assert which is not None, f"{target.name} is neither the old KB nor the new one ({len(loaded):,} concepts)"
         seen[which] += 1
         visible = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))
         assert visible == [KB_NAME], f"files a user or a glob would take for KBs: {visible}"
-        leftovers = sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
-        assert not any(_looks_like_a_kb(n) for n in leftovers), leftovers
+        leftovers = sorted(p for p in folder.iterdir() if p.name.startswith("."))
+        assert not any(_looks_like_a_kb(p.name) for p in leftovers), leftovers
+        seen["left a temporary file"] += bool(leftovers)
+        seen["left part of the new KB"] += any(0 < p.stat().st_size < len(new_bytes) for p in leftovers)
         assert remove_stale_temps(folder, KB_NAME) == len(leftovers), leftovers
-        if leftovers:
-            mid_write.append(run)
         target.write_bytes(old_bytes)  # the next run replaces the old KB again
 
-    def setup(path: Path) -> str:
-        return MAKE_KB + f"from pathlib import Path\nkb = make_kb({N_NEW}, 'new')\ntarget = Path({str(path)!r})\n"
-
-    write = "kb.to_jsonl(target)\n"
-    scratch = tmp_path / "timing"
-    scratch.mkdir()
-    write_s = _go_to_exit_seconds(setup(scratch / KB_NAME), write, tmp_path)
-    inside = kill_many(setup(target), write, check, cwd=tmp_path, runs=RUNS_INSIDE, seed=7, max_delay=0.9 * write_s)
-    wide = kill_many(setup(target), write, check, cwd=tmp_path, runs=RUNS_WIDE, seed=8, max_delay=4 * write_s)
-    outcome = {key: inside[key] + wide[key] for key in inside}
-    runs = RUNS_INSIDE + RUNS_WIDE
-    # most kills must land inside the write (a temporary file left behind shows it), or the test
-    # tests nothing; and some writes must finish, so that "the new KB" is checked too
-    why = (outcome, f"{len(mid_write)} left a temporary file", f"undisturbed run {write_s:.3f} s")
-    assert outcome["killed"] > runs // 2 and len(mid_write) > runs // 2, why
-    assert outcome["finished"] >= 1 and seen["new"] >= outcome["finished"], (why, seen)
+    setup = MAKE_KB + f"from pathlib import Path\nkb = make_kb({N_NEW}, 'new')\ntarget = Path({str(target)!r})\n"
+    with KillServer(setup, "kb.to_jsonl(target)\n", tmp_path, root=folder) as server:
+        points = boundaries(server.trace())
+        new_bytes = target.read_bytes()
+        target.write_bytes(old_bytes)
+        for point in points:
+            server.run(point)
+            try:
+                check()
+            except AssertionError as err:
+                raise AssertionError(f"killed {point}: {err}") from err
+    calls = {point.event.call for point in points if point.event}
+    assert {"builtins.open", "gzip.GzipFile.write", "os.fsync", "os.replace"} <= calls, points
+    assert all(seen.values()), seen
 
 
 def test_concurrent_writers_never_mix_their_kbs(tmp_path: Path) -> None:

@@ -40,6 +40,7 @@ def test_a_paragraph_gets_the_windows_it_gets_alone():
     assert [[t - 38 for t in w.tokens] for w in shifted] == [w.tokens for w in alone]
 
 
+@pytest.mark.slow
 def test_the_issues_200k_document_gives_every_copy_the_entities_of_the_text_alone(ner):
     """135 copies of the 8 example abstracts (≈200k characters): every copy as the block alone."""
     texts = [json.loads(line)["text"] for line in EXAMPLES.read_text(encoding="utf-8").splitlines()]
