@@ -61,8 +61,6 @@ class Encoder:
         check_dtype(dtype)  # now, not after a model was loaded for nothing
         self.source = str(model)
         location = resolve_model_path(model)
-        if isinstance(location, Path):
-            check_model_folder(location)  # a missing tokenizer or cut weights: one error now, not [UNK] links
         settings = read_settings(location)
         self._recorded_source = str(settings.get("source") or self.source)
         """What :meth:`save` records as the source: the one a saved folder already names, so that
@@ -72,9 +70,12 @@ class Encoder:
         config: Any = None
         if self.backend == "native":
             assert isinstance(location, Path)
+            check_model_folder(location, native_config)  # a missing tokenizer or cut weights: one error, not [UNK] links
             self.model, self.tokenizer, limit = load_native(location, native_config)
         else:  # the config only: settings and device are checked before the weights load
-            config = read_transformers_config(location, self.source)
+            config = read_transformers_config(location, self.source)  # "not an encoder" comes first
+            if isinstance(location, Path):
+                check_model_folder(location)
             limit = getattr(config, "max_position_embeddings", None)
         self.pooling = check_pooling(pooling or settings.get("pooling") or "cls")
         self.max_length = _check_max_length(int(max_length or settings.get("max_length") or DEFAULT_MAX_LENGTH), limit)

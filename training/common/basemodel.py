@@ -21,14 +21,14 @@ def load_base_model(name: Union[str, Path]) -> Tuple[Any, Any, str]:
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     location = resolve_model_path(name)
-    if isinstance(location, Path):
-        check_model_folder(location)  # no tokenizer, or cut weights: one error, not a model of [UNK]s
     path = str(location)
     try:
         config = AutoConfig.from_pretrained(path)
     except (OSError, ValueError) as err:
         raise InputError(f"cannot load a model config: {err}", path, field="base_model") from err
     check_is_encoder(config, path, field="base_model")
+    if isinstance(location, Path):
+        check_model_folder(location)  # no tokenizer, or cut weights: one error, not a model of [UNK]s
     model = AutoModel.from_pretrained(path)
     tokenizer = AutoTokenizer.from_pretrained(path)
     # BERT's pooler is not used by SapBERT: freeze it so DDP does not wait for its gradients.
