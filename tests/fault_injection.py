@@ -194,6 +194,25 @@ class KillServer:
         """The watched calls of one complete, unharmed run (which therefore changes the disk)."""
         return self.run().events
 
+    def kill_at_each_boundary(self, prepare: Callable[[], None], check: Callable[[KillPoint], Any],
+                              recovered: Callable[[KillPoint, Any], None]) -> List[KillPoint]:
+        """The crash suites' loop: from the state ``prepare`` makes, kill the write at each of
+        :func:`boundaries` of a traced run, ``check`` what it left (its AssertionError names the
+        point), then run the write once more unharmed and let ``recovered`` check the result
+        (with what ``check`` returned). Returns the points."""
+        prepare()
+        points = boundaries(self.trace())
+        for point in points:
+            prepare()
+            self.run(point)
+            try:
+                found = check(point)
+            except AssertionError as err:
+                raise AssertionError(f"killed {point}: {err}") from err
+            self.run()  # the next write clears what the killed one left behind, and completes
+            recovered(point, found)
+        return points
+
 
 # -- in the child ---------------------------------------------------------------------------------
 

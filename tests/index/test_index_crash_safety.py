@@ -16,7 +16,7 @@ import numpy as np
 
 from spacy_sapbert.index.name_index import MANIFEST, NameIndex
 
-from tests.fault_injection import KillServer, boundaries
+from tests.fault_injection import KillServer
 
 DIM = 64
 ROWS = {"A": 20_000, "B": 26_000}  # different sizes: a mix of A's and B's files cannot load
@@ -98,23 +98,18 @@ with open(target + "/manifest.json", encoding="utf-8") as handle:
 NameIndex.load(sources["B" if now == "A" else "A"]).save(target)
 """
     seen = {"A": 0, "B": 0, "left temporary folders": 0}
+    def check(point):
+        tag, leftovers = tag_of(target), _leftovers(work, "index")
+        assert all(name.startswith(".index.tmp-") for name in leftovers), leftovers
+        seen[tag] += 1
+        seen["left temporary folders"] += bool(leftovers)
+        return tag
+
+    def recovered(point, tag):  # the next save cleared what the killed one left behind, and completed
+        assert tag_of(target) == other[tag] and _leftovers(work, "index") == [], point
+
     with KillServer(setup, write, tmp_path, root=work) as server:
-        prepare()
-        points = boundaries(server.trace())
-        for point in points:
-            prepare()
-            server.run(point)
-            try:
-                tag = tag_of(target)
-                leftovers = _leftovers(work, "index")
-                assert all(name.startswith(".index.tmp-") for name in leftovers), leftovers
-            except AssertionError as err:
-                raise AssertionError(f"killed {point}: {err}") from err
-            seen[tag] += 1
-            seen["left temporary folders"] += bool(leftovers)
-            # the next save clears what the killed one left behind, and completes
-            server.run()
-            assert tag_of(target) == other[tag] and _leftovers(work, "index") == [], point
+        points = server.kill_at_each_boundary(prepare, check, recovered)
     calls = {point.event.call for point in points if point.event}
     assert {"shutil.rmtree", "os.mkdir", "os.fsync", "spacy_sapbert.util.atomic._exchange"} <= calls, points
     assert all(seen.values()), seen

@@ -19,7 +19,7 @@ import spacy
 
 from spacy_sapbert.training.package.build import build_default_pipeline, is_package_output, write_pipeline
 
-from tests.fault_injection import KillServer, boundaries
+from tests.fault_injection import KillServer
 from tests.linker_fixtures import write_small_kb
 from tests.training.package.test_package import _blank_ner
 
@@ -86,18 +86,11 @@ report = json.loads({json.dumps(report)!r})
         outcome[which[0]] += 1
         outcome["left temporary folders"] += any(p.name.startswith(".default.tmp-") for p in work.iterdir())
 
+    def recovered(point, _):  # the next write cleared every temporary folder the killed one left
+        assert [p.name for p in work.iterdir()] == ["default"], (point, sorted(work.iterdir()))
+        assert _digest(out) == references["new"], point
+
     with KillServer(setup, f"write_pipeline(nlp, report, {str(out)!r})", tmp_path, root=work) as server:
-        prepare()
-        points = boundaries(server.trace())
-        for point in points:
-            prepare()
-            server.run(point)
-            try:
-                check()
-            except AssertionError as err:
-                raise AssertionError(f"killed {point}: {err}") from err
-            server.run()  # the next write clears every temporary folder the killed one left
-            assert [p.name for p in work.iterdir()] == ["default"], (point, sorted(work.iterdir()))
-            assert _digest(out) == references["new"], point
+        points = server.kill_at_each_boundary(prepare, lambda point: check(), recovered)
     assert len(points) >= 12 and all(outcome.values()), (outcome, [str(p) for p in points])
     assert spacy.load(out).meta["version"] == "0.2.0"
