@@ -35,6 +35,8 @@ def cuts_cluster(text: str, offset: int) -> bool:
 
 def whole_clusters(doc: Doc, start: int, end: int) -> Tuple[int, int]:
     """Token range ``[start, end)`` grown until neither edge cuts a grapheme cluster."""
+    if start >= end:  # nothing left after trimming
+        return start, end
     text = doc.text
     while start > 0 and cuts_cluster(text, doc[start].idx):
         start -= 1

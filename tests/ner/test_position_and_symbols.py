@@ -73,6 +73,7 @@ def test_a_span_grows_over_tokens_that_finish_its_cluster():
     assert whole_clusters(doc, 1, 2) == (0, 2)
     assert whole_clusters(doc, 3, 4) == (3, 5)
     assert whole_clusters(doc, 2, 3) == (2, 3)
+    assert whole_clusters(doc, 5, 5) == (5, 5)  # a span trimmed to nothing at the end of the doc
 
 
 def test_emoji_and_symbols_are_no_entities_and_no_span_cuts_a_cluster(ner):
