@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import time
 import signal
 import socket
 import subprocess
@@ -171,6 +172,11 @@ def test_a_killed_holder_with_a_forked_worker_still_alive_does_not_keep_the_lock
         holder.process.send_signal(signal.SIGKILL)
         holder.process.wait(timeout=60)
         os.kill(holder.worker, 0)  # the worker lives on (it would raise ProcessLookupError otherwise)
+        # the worker closes its inherited descriptor as it starts: on a loaded machine that can come a
+        # moment after it reported its pid, so wait for it (a worker that kept the lock fails after 30 s)
+        deadline = time.monotonic() + 30
+        while locked_elsewhere(out) and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert not locked_elsewhere(out)
         with output_lock(out) as lock:
             assert json.loads(lock.read_text())["pid"] == os.getpid()
