@@ -51,10 +51,6 @@ class Gazetteer:
     def __len__(self) -> int:
         return sum(len(entries) for entries in self._names.values())
 
-    def names(self, label: str) -> Set[str]:
-        """The names of ``label``, each its lower-cased tokens joined by a space."""
-        return self._names[label]
-
     @property
     def n_features(self) -> int:
         """Size of the feature vocabulary: 3 states (O, B, I) per label, combined."""
