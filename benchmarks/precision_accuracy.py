@@ -113,8 +113,16 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--assets", type=Path, default=Path("assets"))
     parser.add_argument("--kbs", type=Path, default=Path("kbs"))
     parser.add_argument("--output", type=Path)
+    parser.add_argument("--emulated-bf16", action="store_true",
+                        help="Measure even where the CPU has no native bf16 (emulated: hours for a KB's names)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if not cpu_has_native_bf16() and not args.emulated_bf16:
+        # there `precision: auto` computes in float32, so bf16's cost is no question the linker asks
+        print("this CPU has no native bf16 (AMX / AVX512-BF16): the linker computes in float32 here, and emulated "
+              "bf16 would take hours; nothing measured" +
+              (f", {args.output} left as it is" if args.output else "") + " (--emulated-bf16 measures anyway)")
+        return
 
     loader = Loader()
     sets = [loader.dataset(name, args.assets, args.kbs, kb_only=True) for name in args.dataset]

@@ -80,6 +80,11 @@ class KnowledgeBase:
             raise ValueError(f"concept_id {problem}: {concept!r}")
         if not isinstance(concept.canonical_name, str) or not concept.canonical_name.strip():
             raise ValueError(f"concept without a canonical name: {concept!r}")
+        self._insert(concept)
+
+    def _insert(self, concept: Concept) -> None:
+        """:meth:`add` without its checks, for concepts checked already (a KB file's records, by
+        :func:`~spacy_sapbert.kb.files.concept_from_record`: the same ID and name rules)."""
         existing = self._concepts.get(concept.concept_id)
         if existing is None:
             concept = Concept(
@@ -188,6 +193,12 @@ class KnowledgeBase:
         self._fingerprint = digest.hexdigest()[:16]
         return self._fingerprint
 
+    def known_fingerprint(self, fingerprint: str) -> None:
+        """Take ``fingerprint`` as this KB's without hashing it: for a KB read from a file whose bytes
+        are those the fingerprint was recorded for (a saved pipe's, :func:`~spacy_sapbert.pipes.linker_parts.saved_kb`).
+        Adding a concept afterwards drops it, as for a computed one."""
+        self._fingerprint = fingerprint
+
     # -- files ----------------------------------------------------------------------
     def to_jsonl(self, path: PathLike) -> Path:
         """Write scispaCy's JSONL (gzip-compressed when the name ends in ``.gz``), atomically:
@@ -208,7 +219,7 @@ class KnowledgeBase:
                 raise InputError(f"duplicate concept_id {concept.concept_id!r} (first at line {first}); a KB file "
                                  "holds one record per concept: merge the two records or remove one",
                                  path, line_no, "concept_id")
-            kb.add(concept)
+            kb._insert(concept)
         return kb
 
 

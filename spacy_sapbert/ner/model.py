@@ -138,8 +138,9 @@ def load(folder: PathLike, word_embeddings: Optional[torch.Tensor] = None, table
     check_model_folder(folder)
     settings = read_settings(folder)
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    encoder = bert.BertEncoder(bert.BertSettings.from_config(config), config)
-    model = TokenTagger(encoder, len(settings["tags"]), int(settings["n_features"]))
+    with torch.device("meta"):  # no storage until the file's tensors are assigned (as bert.BertEncoder.from_folder)
+        encoder = bert.BertEncoder(bert.BertSettings.from_config(config), config)
+        model = TokenTagger(encoder, len(settings["tags"]), int(settings["n_features"]))
     tensors = load_file(str(folder / bert.WEIGHTS_FILE))
     state = {(k if k.startswith(("gazetteer_embed.", "head.")) else f"encoder.{k}"): v.float()
              if v.is_floating_point() else v for k, v in tensors.items()}
@@ -149,8 +150,9 @@ def load(folder: PathLike, word_embeddings: Optional[torch.Tensor] = None, table
             raise ValueError(f"{folder / SETTINGS_FILE}: the word-piece table is shared with the "
                              f"{shared['from']!r} pipe's encoder, and " +
                              ("none was given" if word_embeddings is None else "the one given differs"))
+        # the table itself, not a copy: the NER and the linker's encoder hold one 30k x 384 tensor
         state[f"encoder.{WORD_EMBEDDINGS}"] = word_embeddings.detach().float().cpu()
-    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
     if missing or unexpected:
         raise ValueError(f"{folder / bert.WEIGHTS_FILE}: not a tagger state dict (missing {missing[:5]}, "
                          f"unexpected {unexpected[:5]})")

@@ -12,7 +12,7 @@ zero-width joiners, one character to a reader) as CHEMICAL. Two rules keep such 
 from __future__ import annotations
 
 import unicodedata
-from typing import Tuple
+from typing import Optional, Tuple
 
 from spacy.tokens import Doc
 
@@ -33,11 +33,13 @@ def cuts_cluster(text: str, offset: int) -> bool:
     return continues_cluster(text[offset]) or text[offset - 1] == ZERO_WIDTH_JOINER
 
 
-def whole_clusters(doc: Doc, start: int, end: int) -> Tuple[int, int]:
-    """Token range ``[start, end)`` grown until neither edge cuts a grapheme cluster."""
+def whole_clusters(doc: Doc, start: int, end: int, text: Optional[str] = None) -> Tuple[int, int]:
+    """Token range ``[start, end)`` grown until neither edge cuts a grapheme cluster. ``text`` is
+    ``doc.text``, which a caller with many spans of one doc passes once: spaCy joins it from every
+    token on each access (per span, that made tagging an abstract quadratic in its length)."""
     if start >= end:  # nothing left after trimming
         return start, end
-    text = doc.text
+    text = doc.text if text is None else text
     while start > 0 and cuts_cluster(text, doc[start].idx):
         start -= 1
     while end < len(doc) and cuts_cluster(text, doc[end].idx):

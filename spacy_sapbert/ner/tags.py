@@ -89,10 +89,11 @@ class TagScheme:
         symbols alone left out (:mod:`.span_rules`)."""
         spans: List[Span] = []
         start, label = -1, ""
+        text = doc.text
         for i, tag in enumerate(list(tags) + [0]):
             name = self.tags[tag]
             if start >= 0 and not name.startswith("I-"):
-                first, last = whole_clusters(doc, *trimmed(doc, start, i))
+                first, last = whole_clusters(doc, *trimmed(doc, start, i), text=text)
                 if spans and first < spans[-1].end:  # grown into the span before: that one stands
                     first = last
                 if first < last and has_word_character(doc[first:last].text):

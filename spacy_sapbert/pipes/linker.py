@@ -26,7 +26,7 @@ from spacy.tokens import Doc, Span
 
 from spacy_sapbert.linking.calibration import Calibration
 from spacy_sapbert.pipes.linker_parts import (CFG_FILE, ENCODER_DIR, INDEX_DIR, KB_FILE, RERANKER_DIR, cfg_calibration,
-                              configured_encoder, configured_parts, configured_reranking, read_cfg, save_reranker, saved_encoder,
+                              configured_encoder, configured_parts, configured_reranking, read_cfg, save_reranker, saved_encoder, saved_kb,
                               write_cfg)
 from spacy_sapbert.encoding.encoder import Encoder
 from spacy_sapbert.errors import InputError
@@ -251,10 +251,11 @@ class SapBertLinker(Pipe):
         those in ``exclude``."""
         linker, reranking = self.linker, self.reranking
         Path(path).mkdir(parents=True, exist_ok=True)
-        serializers: Dict[str, Callable[[Path], Any]] = {
-            CFG_FILE: lambda p: write_cfg(p, linker.kb, linker.calibration),
+        written: Dict[str, Path] = {}
+        serializers: Dict[str, Callable[[Path], Any]] = {  # the KB before cfg.json, which records its digest
+            KB_FILE: lambda p: written.update(kb=linker.kb.to_jsonl(p)),
+            CFG_FILE: lambda p: write_cfg(p, linker.kb, linker.calibration, written.get("kb")),
             ENCODER_DIR: linker.encoder.save,
-            KB_FILE: linker.kb.to_jsonl,
             INDEX_DIR: linker.index.save,
             RERANKER_DIR: lambda p: save_reranker(p, reranking),
         }
@@ -268,7 +269,7 @@ class SapBertLinker(Pipe):
         readers: Dict[str, Callable[[Path], None]] = {
             CFG_FILE: lambda p: read.update(cfg=read_cfg(p, self.name), calibration_file=p),
             ENCODER_DIR: lambda p: read.update(encoder=saved_encoder(p, self.settings)),
-            KB_FILE: lambda p: read.update(kb=KnowledgeBase.from_jsonl(p, name=read.get("cfg", {}).get("kb_name"))),
+            KB_FILE: lambda p: read.update(kb=saved_kb(p, read.get("cfg", {}))),
             INDEX_DIR: lambda p: read.update(index=NameIndex.load(p, encoder=read.get("encoder"), kb=read.get("kb"))),
             RERANKER_DIR: lambda p: read.update(reranker=p if p.is_dir() else None),
         }

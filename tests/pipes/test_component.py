@@ -2,6 +2,7 @@
 abbreviations, serialisation and bad input."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -212,7 +213,10 @@ def test_to_disk_and_spacy_load_round_trip_bit_identical(tiny_bert, tmp_path):
 def test_to_disk_and_from_disk_follow_exclude_and_write_only_what_is_read(nlp, tmp_path):
     pipe = nlp.get_pipe("sapbert_linker")
     pipe.to_disk(tmp_path / "all")
-    assert json.loads((tmp_path / "all" / "cfg.json").read_text()) == {"format_version": 1, "kb_name": "small"}
+    kb_file = tmp_path / "all" / "kb.jsonl.gz"
+    assert json.loads((tmp_path / "all" / "cfg.json").read_text()) == {
+        "format_version": 1, "kb_name": "small",
+        "kb_file": {"sha256": hashlib.sha256(kb_file.read_bytes()).hexdigest(), "fingerprint": pipe.kb.fingerprint()}}
     pipe.to_disk(tmp_path / "no-encoder", exclude=["encoder", "vocab"])
     assert sorted(p.name for p in (tmp_path / "no-encoder").iterdir()) == ["cfg.json", "index", "kb.jsonl.gz"]
 
@@ -224,6 +228,39 @@ def test_to_disk_and_from_disk_follow_exclude_and_write_only_what_is_read(nlp, t
     assert fresh.encoder is loaded.encoder and fresh.kb is not loaded.kb
     with pytest.raises(InputError, match="not a saved sapbert_linker component: no cfg.json"):
         fresh.from_disk(tmp_path / "nothing")
+
+
+def test_the_recorded_kb_fingerprint_is_used_only_for_the_bytes_it_was_recorded_for(nlp, tmp_path, monkeypatch):
+    """Loading a saved pipe takes the KB's fingerprint from cfg.json instead of hashing every concept,
+    but only while kb.jsonl.gz holds the bytes it was recorded for: a KB edited after saving is
+    hashed again, so a stale index is still refused."""
+    pipe = nlp.get_pipe("sapbert_linker")
+    pipe.to_disk(tmp_path / "saved")
+    hashed = []
+    real = KnowledgeBase.fingerprint
+
+    def counting(kb):
+        hashed.append(kb._fingerprint is None)
+        return real(kb)
+
+    monkeypatch.setattr(KnowledgeBase, "fingerprint", counting)
+    fresh = make_nlp(pipe.encoder.source, tmp_path / "unused.jsonl").get_pipe("sapbert_linker")
+    fresh.from_disk(tmp_path / "saved")
+    assert fresh.kb.fingerprint() == pipe.kb._fingerprint and not any(hashed)  # nothing hashed
+    cfg_path = tmp_path / "saved" / "cfg.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["kb_file"]["fingerprint"] = "0" * 16  # recorded for these bytes: believed, and then the index disagrees
+    cfg_path.write_text(json.dumps(cfg))
+    with pytest.raises(IndexMismatchError, match="kb_fingerprint"):
+        fresh.from_disk(tmp_path / "saved")
+    edited = KnowledgeBase(list(pipe.kb) + [Concept("X:9", "zebra fever")], name="small")
+    edited.to_jsonl(tmp_path / "saved" / "kb.jsonl.gz")  # other bytes: the record no longer applies
+    cfg["kb_file"]["fingerprint"] = pipe.kb.fingerprint()
+    cfg_path.write_text(json.dumps(cfg))
+    hashed.clear()
+    with pytest.raises(IndexMismatchError, match="kb_fingerprint"):
+        fresh.from_disk(tmp_path / "saved")
+    assert hashed and hashed[0]  # worked out from the concepts
 
 
 def test_a_component_saved_by_an_earlier_version_loads(nlp, tmp_path):

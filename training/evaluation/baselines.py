@@ -157,19 +157,10 @@ class ScispacyCandidates(LinkingSystem):
 
     def _fit(self, dictionary: KnowledgeBase) -> None:
         from scispacy.candidate_generation import CandidateGenerator, create_tfidf_ann_index
-        from scispacy.linking_utils import Entity
-        from scispacy.linking_utils import KnowledgeBase as ScispacyKB
 
-        entities = []
-        self._order: Dict[str, int] = {}
-        for concept in dictionary:
-            names = KnowledgeBase.normalized_names(concept)
-            names = [n for n in names if n]
-            if not names:
-                continue
-            self._order[concept.concept_id] = len(self._order)
-            entities.append(Entity(concept.concept_id, names[0], names[1:], list(concept.types), concept.definition))
-        kb = ScispacyKB(entities)
+        from .scispacy_peer import scispacy_kb
+
+        kb, self._order = scispacy_kb(dictionary)
         logger.info("scispaCy: building its TF-IDF + HNSW index over %d aliases (this is its slow step)",
                     len(kb.alias_to_cuis))
         with _scispacy_build_patches():
