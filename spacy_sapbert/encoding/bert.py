@@ -208,10 +208,10 @@ class BertEncoder(nn.Module):
         float32); a missing or misshapen tensor is a ``ValueError`` naming it."""
         from safetensors.torch import load_file
 
-        # built without storage and given the file's tensors (assign=True): no random weights are
-        # made only to be overwritten, which doubled the peak memory of a load
-        with torch.device("meta"):
-            model = cls(BertSettings.from_config(config), config)
+        # the file's tensors become the parameters (assign=True) instead of being copied into them.
+        # (Building on the meta device would skip the random init too, but its init calls import
+        # torch._dynamo: 4 s more to load a pipeline in a fresh process.)
+        model = cls(BertSettings.from_config(config), config)
         tensors = load_file(str(folder / WEIGHTS_FILE))
         state = {}
         for name, tensor in tensors.items():

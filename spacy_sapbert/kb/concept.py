@@ -72,6 +72,8 @@ def id_problem(concept_id: object) -> Optional[str]:
     string without surrounding spaces, or a lookup by ID could never find it."""
     if not isinstance(concept_id, str) or not concept_id.strip():
         return "missing or not a non-empty string"
+    if ID_SEPARATOR not in concept_id and concept_id == concept_id.strip():
+        return None  # one ID, no padding: most records (the check runs on each of a KB's records)
     parts = concept_id.split(ID_SEPARATOR)
     if any(not part or part != part.strip() for part in parts):
         return (f"{concept_id!r} has an empty or space-padded ID between its '{ID_SEPARATOR}' separators "

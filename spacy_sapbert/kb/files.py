@@ -45,7 +45,7 @@ def write_jsonl(concepts: Iterable[Concept], path: PathLike) -> Path:
 def read_concepts(path: Path) -> Iterator[Tuple[int, Concept]]:
     """(line number, concept) for each record of a KB file: JSONL (``.jsonl``/``.jsonl.gz``)
     or a JSON list (``.json``, numbered by position)."""
-    for line_no, record in _read_records(path):
+    for line_no, record in read_records(path):
         yield line_no, concept_from_record(record, path, line_no)
 
 
@@ -58,7 +58,8 @@ def kb_name_of(path: Path) -> str:
     return name
 
 
-def _read_records(path: Path) -> Iterator[Tuple[int, object]]:
+def read_records(path: Path) -> Iterator[Tuple[int, object]]:
+    """(line number, parsed JSON) for each record of a KB file, unchecked (:func:`read_concepts` checks them)."""
     raw = path.read_bytes()
     if raw[:2] == b"\x1f\x8b":
         try:
@@ -114,4 +115,4 @@ def concept_from_record(record: object, path: Path, line: int) -> Concept:
     )
 
 
-__all__ = ["KB_FIELDS", "concept_from_record", "kb_name_of", "read_concepts", "write_jsonl"]
+__all__ = ["KB_FIELDS", "concept_from_record", "kb_name_of", "read_concepts", "read_records", "write_jsonl"]

@@ -22,7 +22,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb.concept import ID_SEPARATOR, Concept, id_problem, merge_concepts, ordered_union
-from spacy_sapbert.kb.files import KB_FIELDS, kb_name_of, read_concepts, write_jsonl
+from spacy_sapbert.kb.files import KB_FIELDS, kb_name_of, read_concepts, read_records, write_jsonl
 from spacy_sapbert.kb.ids import normalize_curie
 from spacy_sapbert.kb.normalize import normalize
 
@@ -193,11 +193,21 @@ class KnowledgeBase:
         self._fingerprint = digest.hexdigest()[:16]
         return self._fingerprint
 
-    def known_fingerprint(self, fingerprint: str) -> None:
-        """Take ``fingerprint`` as this KB's without hashing it: for a KB read from a file whose bytes
-        are those the fingerprint was recorded for (a saved pipe's, :func:`~spacy_sapbert.pipes.linker_parts.saved_kb`).
-        Adding a concept afterwards drops it, as for a computed one."""
-        self._fingerprint = fingerprint
+    @classmethod
+    def from_own_jsonl(cls, path: PathLike, name: str, fingerprint: str) -> "KnowledgeBase":
+        """A KB file that :meth:`to_jsonl` wrote, known to be unchanged since (its digest is the one
+        recorded when it was written: :func:`~spacy_sapbert.pipes.linker_parts.saved_kb`): its records
+        are this class's concepts already (checked, merged, de-duplicated), so they are taken as they
+        are, with the fingerprint recorded for them. Any other file goes through :meth:`from_jsonl`."""
+        kb = cls(name=name)
+        for _, record in read_records(Path(path)):
+            concept = Concept(record["concept_id"], record["canonical_name"], record["aliases"], record["types"],
+                              record["definition"])
+            kb._concepts[concept.concept_id] = concept
+            for cid in concept.ids:
+                kb._id_to_concept.setdefault(cid, concept.concept_id)
+        kb._fingerprint = fingerprint
+        return kb
 
     # -- files ----------------------------------------------------------------------
     def to_jsonl(self, path: PathLike) -> Path:

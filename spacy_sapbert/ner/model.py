@@ -138,9 +138,8 @@ def load(folder: PathLike, word_embeddings: Optional[torch.Tensor] = None, table
     check_model_folder(folder)
     settings = read_settings(folder)
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    with torch.device("meta"):  # no storage until the file's tensors are assigned (as bert.BertEncoder.from_folder)
-        encoder = bert.BertEncoder(bert.BertSettings.from_config(config), config)
-        model = TokenTagger(encoder, len(settings["tags"]), int(settings["n_features"]))
+    encoder = bert.BertEncoder(bert.BertSettings.from_config(config), config)
+    model = TokenTagger(encoder, len(settings["tags"]), int(settings["n_features"]))
     tensors = load_file(str(folder / bert.WEIGHTS_FILE))
     state = {(k if k.startswith(("gazetteer_embed.", "head.")) else f"encoder.{k}"): v.float()
              if v.is_floating_point() else v for k, v in tensors.items()}

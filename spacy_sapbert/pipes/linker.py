@@ -33,7 +33,7 @@ from spacy_sapbert.errors import InputError
 from spacy_sapbert.index.name_index import NameIndex
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.linking.linker import Candidates, Linker
-from spacy_sapbert.linking.rerank.stage import ContextReranking
+from spacy_sapbert.linking.rerank.stage import ContextReranking, span_contexts
 from spacy_sapbert.pipes.linker_spans import span_queries, write_candidates
 from spacy_sapbert.pipes.linker_config import ensure_extension, record_in_config, setting_attributes, settings_signature
 from spacy_sapbert.linking.settings import (DEFAULT_CONFIG, FACTORY_DEFAULT_CONFIG, LIVE_SETTINGS, SETTING_RULES, LinkerSettings,
@@ -205,8 +205,12 @@ class SapBertLinker(Pipe):
         if flat:  # no spans: nothing loaded
             types = self.linker.types_for([label for _, _, labels in queries_per_doc for label in labels])
             reranking = self.reranking
-            results = self.linker.link(flat, types) if reranking is None else reranking.link(
-                self.linker, [span for spans, _, _ in queries_per_doc for span in spans], flat, types)
+            if reranking is None:
+                results = self.linker.link(flat, types)
+            else:  # the stages in a chain: dense candidates → context re-ranker → threshold and cut-off
+                spans = [span for spans_of_doc, _, _ in queries_per_doc for span in spans_of_doc]
+                ranked = reranking.apply(span_contexts(spans, flat), self.linker.named_candidates(flat, types))
+                results = [self.linker.select(r.candidates, calibrate=not r.probabilities) for r in ranked]
         out, offset = [], 0
         for _, queries, _ in queries_per_doc:
             out.append(results[offset:offset + len(queries)])

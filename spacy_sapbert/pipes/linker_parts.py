@@ -22,6 +22,7 @@ from spacy_sapbert.default import DEFAULT_MODEL, default_index_path, default_kb_
 from spacy_sapbert.encoding.encoder import Encoder
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.index.name_index import NameIndex
+from spacy_sapbert.kb.files import kb_name_of
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.linking.calibration import Calibration
 from spacy_sapbert.linking.rerank.stage import ContextReranking, kb_canonical_names
@@ -125,13 +126,15 @@ def read_cfg(path: PathLike, pipe_name: str) -> Dict[str, Any]:
 
 
 def saved_kb(path: PathLike, cfg: Dict[str, Any]) -> KnowledgeBase:
-    """A saved pipe's KB file, named as ``cfg.json`` says; its fingerprint taken from there when the
-    file's bytes are the ones it was recorded for (else worked out, as for any KB file)."""
-    kb = KnowledgeBase.from_jsonl(path, name=cfg.get("kb_name"))
+    """A saved pipe's KB file, named as ``cfg.json`` says. When the file's bytes are the ones cfg.json
+    recorded at saving, it is read as this project's own file, fingerprint included (a third of the
+    default's load time went to checking and hashing its 23k concepts again); else checked like any
+    KB file."""
     recorded = cfg.get("kb_file")
     if isinstance(recorded, dict) and recorded.get("sha256") == file_sha256(path):
-        kb.known_fingerprint(str(recorded.get("fingerprint")))
-    return kb
+        return KnowledgeBase.from_own_jsonl(path, cfg.get("kb_name") or kb_name_of(Path(path)),
+                                            str(recorded.get("fingerprint")))
+    return KnowledgeBase.from_jsonl(path, name=cfg.get("kb_name"))
 
 
 def file_sha256(path: PathLike) -> str:

@@ -247,6 +247,7 @@ def test_the_recorded_kb_fingerprint_is_used_only_for_the_bytes_it_was_recorded_
     fresh = make_nlp(pipe.encoder.source, tmp_path / "unused.jsonl").get_pipe("sapbert_linker")
     fresh.from_disk(tmp_path / "saved")
     assert fresh.kb.fingerprint() == pipe.kb._fingerprint and not any(hashed)  # nothing hashed
+    assert list(fresh.kb) == list(pipe.kb) and all(fresh.kb.get(i) == pipe.kb.get(i) for c in pipe.kb for i in c.ids)
     cfg_path = tmp_path / "saved" / "cfg.json"
     cfg = json.loads(cfg_path.read_text())
     cfg["kb_file"]["fingerprint"] = "0" * 16  # recorded for these bytes: believed, and then the index disagrees

@@ -23,7 +23,7 @@ cosines (and scores then mix two scales: prefer a re-ranker with ``w`` > 0).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Collection, List, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -31,8 +31,7 @@ from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.kb.normalize import normalize
 from spacy_sapbert.linking.rerank.inputs import MentionContext, candidate_text
 
-if TYPE_CHECKING:  # both import torch, which a pipe without a re-ranker never needs
-    from spacy_sapbert.linking.linker import Linker
+if TYPE_CHECKING:  # imports torch, which a pipe without a re-ranker never needs
     from spacy_sapbert.linking.rerank.model import Reranker
 
 logger = logging.getLogger(__name__)
@@ -65,6 +64,13 @@ def kb_canonical_names(kb: KnowledgeBase) -> Callable[[str], str]:
     return canonical_name
 
 
+def span_contexts(spans: Sequence[Any], texts: Sequence[str]) -> List[MentionContext]:
+    """The context the re-ranker reads for each span (its document and offsets), searched as ``texts``
+    (an abbreviation's long form, say)."""
+    return [MentionContext(span.doc.text, span.start_char, span.end_char, normalize(text))
+            for span, text in zip(spans, texts)]
+
+
 class ContextReranking:
     """Re-ranks the first stage's candidates of mentions in context (see the module's text)."""
 
@@ -83,20 +89,12 @@ class ContextReranking:
     def k(self) -> int:
         return int(self.reranker.settings.k)
 
-    def link(self, linker: "Linker", spans: Sequence[Any], texts: Sequence[str],
-             types: Optional[Sequence[Optional[Collection[str]]]] = None) -> List[List[Tuple[str, float]]]:
-        """What :meth:`Linker.link` returns, with the second stage: ``spans`` (spaCy spans: their
-        document and offsets are the context) searched as ``texts`` (an abbreviation's long form,
-        say), of ``types``; threshold and cut-off as the linker's settings say."""
-        found = linker.named_candidates(texts, types)
-        contexts = [MentionContext(span.doc.text, span.start_char, span.end_char, normalize(text))
-                    for span, text in zip(spans, texts)]
-        return [linker.select(ranked.candidates, calibrate=not ranked.probabilities)
-                for ranked in self.apply(contexts, found)]
-
     def apply(self, contexts: Sequence[MentionContext], found: Sequence[Sequence[NamedCandidate]]) -> List[Ranked]:
         """Per mention, ``[(concept_id, score), …]`` best first, at most ``k``: re-ranked where
-        :func:`needs_rerank` says so (one batched cross-encoder call), the first stage's order elsewhere."""
+        :func:`needs_rerank` says so (one batched cross-encoder call), the first stage's order elsewhere.
+
+        ``found`` is the first stage's output (:meth:`Linker.named_candidates`); this stage never
+        calls the first: the pipe chains them, then applies the linker's threshold and cut-off."""
         if len(contexts) != len(found):
             raise ValueError(f"{len(contexts)} contexts for {len(found)} candidate lists")
         settings = self.reranker.settings
