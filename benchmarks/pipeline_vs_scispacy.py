@@ -47,6 +47,14 @@ def default_kb_path() -> Path:
     return Path(spacy_sapbert.DEFAULT_PIPELINE) / "sapbert_linker" / "kb.jsonl.gz"
 
 
+def default_kb() -> Any:
+    """The default's KB, under the name its pipe gives it."""
+    from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+
+    cfg = json.loads((default_kb_path().parent / "cfg.json").read_text(encoding="utf-8"))
+    return KnowledgeBase.from_jsonl(default_kb_path(), name=cfg.get("kb_name"))
+
+
 def load_system(system: str, peer_ner: Path, peer_index: Path) -> Any:
     """``spacy_sapbert.load()``, or the peer: the CNN NER pipeline with scispaCy's linker added."""
     import spacy
@@ -56,20 +64,19 @@ def load_system(system: str, peer_ner: Path, peer_index: Path) -> Any:
         return spacy_sapbert.load()
     from spacy.language import Language
 
-    @Language.factory(PEER_PIPE, default_config={"kb": "", "index": ""})
-    def make_peer_linker(nlp: Language, name: str, kb: str, index: str) -> Any:
+    @Language.factory(PEER_PIPE, default_config={"index": ""})
+    def make_peer_linker(nlp: Language, name: str, index: str) -> Any:
         from scispacy.linking import EntityLinker
 
-        from spacy_sapbert.kb.knowledge_base import KnowledgeBase
         from spacy_sapbert.training.evaluation.scispacy_peer import load_peer_generator
 
-        dictionary = KnowledgeBase.from_jsonl(kb)
+        dictionary = default_kb()
         linker = EntityLinker(candidate_generator=load_peer_generator(dictionary, index), resolve_abbreviations=True)
         linker.kb_for_scoring = dictionary
         return linker
 
     nlp = spacy.load(peer_ner)
-    nlp.add_pipe(PEER_PIPE, config={"kb": str(default_kb_path()), "index": str(peer_index)})
+    nlp.add_pipe(PEER_PIPE, config={"index": str(peer_index)})
     return nlp
 
 
@@ -269,13 +276,12 @@ def main(argv: Optional[List[str]] = None) -> None:
         system, corpus, mode = args.child
         print(json.dumps(child(system, Path(corpus), mode, args.peer_ner, args.peer_index)))
         return
-    from spacy_sapbert.kb.knowledge_base import KnowledgeBase
     from spacy_sapbert.training.evaluation.scispacy_peer import build_peer_index
 
     if not (args.peer_ner / "config.cfg").is_file():
         raise SystemExit(f"error: {args.peer_ner}: no trained peer NER; run `spacy project run ner-train-tok2vec`")
     started = time.perf_counter()
-    build_peer_index(KnowledgeBase.from_jsonl(default_kb_path()), args.peer_index)
+    build_peer_index(default_kb(), args.peer_index)
     result: Dict[str, Any] = {
         "machine": {"cpu": _cpu_name(), "cpus": len(os.sched_getaffinity(0)), "python": platform.python_version()},
         "peer_index_s": round(time.perf_counter() - started, 1), "matmul_peak": matmul_peak(),
