@@ -17,6 +17,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Dict, List, Tuple, Union
 
@@ -65,10 +66,12 @@ def build_peer_index(dictionary: KnowledgeBase, folder: PathLike) -> Path:
         return folder
     if folder.exists() and not (folder / "manifest.json").is_file():
         raise InputError("exists and is not a scispaCy peer index; choose an empty or new folder", str(folder))
+    started = time.perf_counter()
     kb, _ = scispacy_kb(dictionary)
     logger.info("scispaCy: building its TF-IDF + HNSW index over %d aliases (minutes)", len(kb.alias_to_cuis))
     with _scispacy_build_patches():
         aliases, vectorizer, ann_index = create_tfidf_ann_index(None, kb)
+    build_seconds = time.perf_counter() - started
     folder.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
@@ -79,7 +82,8 @@ def build_peer_index(dictionary: KnowledgeBase, folder: PathLike) -> Path:
         scipy.sparse.save_npz(work / "tfidf.npz", vectorizer.transform(aliases).astype(np.float32).tocsr())
         ann_index.saveIndex(str(work / "hnsw.bin"), save_data=False)
         manifest = {"format": FORMAT, "kb_name": dictionary.name, "kb_fingerprint": dictionary.fingerprint(),
-                    "aliases": len(aliases), "hnsw": {"M": 100, "efConstruction": 2000}, "ef_search": EF_SEARCH}
+                    "aliases": len(aliases), "hnsw": {"M": 100, "efConstruction": 2000}, "ef_search": EF_SEARCH,
+                    "build_seconds": round(build_seconds, 3)}
         (work / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
         os.chmod(work, 0o755)  # mkdtemp makes it private; the index is an ordinary folder
         if folder.exists():
@@ -89,6 +93,11 @@ def build_peer_index(dictionary: KnowledgeBase, folder: PathLike) -> Path:
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
     return folder
+
+
+def peer_manifest(folder: PathLike) -> Dict[str, Any]:
+    """What :func:`build_peer_index` recorded (KB, aliases, build seconds); empty for another folder."""
+    return _manifest(Path(folder))
 
 
 def _manifest(folder: Path) -> Dict[str, Any]:
@@ -130,4 +139,4 @@ def load_peer_generator(dictionary: KnowledgeBase, folder: PathLike) -> Any:
     return CandidateGenerator(index, vectorizer, aliases, kb)
 
 
-__all__ = ["EF_SEARCH", "build_peer_index", "load_peer_generator", "scispacy_kb"]
+__all__ = ["EF_SEARCH", "build_peer_index", "load_peer_generator", "peer_manifest", "scispacy_kb"]

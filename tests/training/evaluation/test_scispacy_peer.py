@@ -12,7 +12,7 @@ from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb.concept import Concept
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.training.evaluation.baselines import ScispacyCandidates
-from spacy_sapbert.training.evaluation.scispacy_peer import build_peer_index, load_peer_generator
+from spacy_sapbert.training.evaluation.scispacy_peer import build_peer_index, load_peer_generator, peer_manifest
 
 STEMS = "breast ovarian renal hepatic cardiac gastric colonic pulmonary cerebral spinal dermal retinal".split()
 ENDS = "cancer failure disease tumour syndrome infection injury fibrosis atrophy necrosis lesion cyst".split()
@@ -39,6 +39,7 @@ def test_reopened_index_answers_as_the_built_one(tmp_path):
     reopened = load_peer_generator(kb, folder)
     assert answers(reopened) == answers(built._generator)
     assert answers(reopened)[0][0] == ("C025", 1.0)  # "renal failure" itself
+    assert peer_manifest(folder)["aliases"] == 144 and peer_manifest(folder)["build_seconds"] > 0
     stamp = (folder / "hnsw.bin").stat().st_mtime_ns
     assert build_peer_index(kb, folder) == folder and (folder / "hnsw.bin").stat().st_mtime_ns == stamp
 
