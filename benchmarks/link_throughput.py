@@ -161,7 +161,7 @@ def their_linker(kb: KnowledgeBase, result: Dict[str, Any], folder: Optional[Pat
     if folder is not None:
         from spacy_sapbert.training.evaluation.scispacy_peer import build_peer_index, load_peer_generator, peer_manifest
 
-        reused = bool(peer_manifest(folder)) and peer_manifest(folder).get("kb_fingerprint") == kb.fingerprint()
+        reused = peer_manifest(folder).get("kb_fingerprint") == kb.fingerprint()
         build_peer_index(kb, folder)
         start = time.perf_counter()
         generator = load_peer_generator(kb, folder)

@@ -194,13 +194,14 @@ class KnowledgeBase:
         return self._fingerprint
 
     @classmethod
-    def from_own_jsonl(cls, path: PathLike, name: str, fingerprint: str) -> "KnowledgeBase":
+    def from_own_jsonl(cls, path: PathLike, fingerprint: str, name: Optional[str] = None) -> "KnowledgeBase":
         """A KB file that :meth:`to_jsonl` wrote, known to be unchanged since (its digest is the one
         recorded when it was written: :func:`~spacy_sapbert.pipes.linker_parts.saved_kb`): its records
         are this class's concepts already (checked, merged, de-duplicated), so they are taken as they
         are, with the fingerprint recorded for them. Any other file goes through :meth:`from_jsonl`."""
-        kb = cls(name=name)
-        for _, record in read_records(Path(path)):
+        path = Path(path)
+        kb = cls(name=name if name is not None else kb_name_of(path))
+        for _, record in read_records(path):
             concept = Concept(record["concept_id"], record["canonical_name"], record["aliases"], record["types"],
                               record["definition"])
             kb._concepts[concept.concept_id] = concept

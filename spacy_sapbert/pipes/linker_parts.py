@@ -22,7 +22,6 @@ from spacy_sapbert.default import DEFAULT_MODEL, default_index_path, default_kb_
 from spacy_sapbert.encoding.encoder import Encoder
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.index.name_index import NameIndex
-from spacy_sapbert.kb.files import kb_name_of
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.linking.calibration import Calibration
 from spacy_sapbert.linking.rerank.stage import ContextReranking, kb_canonical_names
@@ -132,8 +131,7 @@ def saved_kb(path: PathLike, cfg: Dict[str, Any]) -> KnowledgeBase:
     KB file."""
     recorded = cfg.get("kb_file")
     if isinstance(recorded, dict) and recorded.get("sha256") == file_sha256(path):
-        return KnowledgeBase.from_own_jsonl(path, cfg.get("kb_name") or kb_name_of(Path(path)),
-                                            str(recorded.get("fingerprint")))
+        return KnowledgeBase.from_own_jsonl(path, str(recorded.get("fingerprint")), name=cfg.get("kb_name"))
     return KnowledgeBase.from_jsonl(path, name=cfg.get("kb_name"))
 
 

@@ -61,7 +61,7 @@ def build_peer_index(dictionary: KnowledgeBase, folder: PathLike) -> Path:
     from scispacy.candidate_generation import create_tfidf_ann_index
 
     folder = Path(folder)
-    if _manifest(folder).get("kb_fingerprint") == dictionary.fingerprint():
+    if peer_manifest(folder).get("kb_fingerprint") == dictionary.fingerprint():
         logger.info("%s: scispaCy's index of KB %r is there already", folder, dictionary.name)
         return folder
     if folder.exists() and not (folder / "manifest.json").is_file():
@@ -97,11 +97,7 @@ def build_peer_index(dictionary: KnowledgeBase, folder: PathLike) -> Path:
 
 def peer_manifest(folder: PathLike) -> Dict[str, Any]:
     """What :func:`build_peer_index` recorded (KB, aliases, build seconds); empty for another folder."""
-    return _manifest(Path(folder))
-
-
-def _manifest(folder: Path) -> Dict[str, Any]:
-    path = folder / "manifest.json"
+    path = Path(folder) / "manifest.json"
     if not path.is_file():
         return {}
     try:
@@ -119,7 +115,7 @@ def load_peer_generator(dictionary: KnowledgeBase, folder: PathLike) -> Any:
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     folder = Path(folder)
-    manifest = _manifest(folder)
+    manifest = peer_manifest(folder)
     if manifest.get("kb_fingerprint") != dictionary.fingerprint():
         raise InputError(f"is not scispaCy's index of KB {dictionary.name!r} (build it with build_peer_index)",
                          str(folder / "manifest.json"), field="kb_fingerprint")
