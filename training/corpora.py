@@ -135,3 +135,14 @@ def iter_mentions(documents: Iterable[Document], with_id_only: bool = False) -> 
             if with_id_only and not mention.has_id:
                 continue
             yield doc, mention
+
+
+def check_corpora_and_output(corpora: Iterable[Path], output: Path, overwrite: bool) -> None:
+    """Before a command reads training files into a new file: every corpus is there, and ``output``
+    is new unless ``overwrite`` (nothing a user has is replaced unasked)."""
+    if output.exists() and not overwrite:
+        raise InputError("exists: choose a new file, or --overwrite (nothing is overwritten unasked)", output,
+                         field="--output")
+    for corpus in corpora:
+        if not Path(corpus).is_file():
+            raise InputError("corpus file not found", corpus)

@@ -17,12 +17,17 @@ import json
 import logging
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple
 
 import typer
 
-from spacy_sapbert.errors import InputError, exit_on_input_error
+from spacy_sapbert.errors import exit_on_input_error
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+
+from .corpora import check_corpora_and_output
+
+if TYPE_CHECKING:
+    from spacy_sapbert.linking.annotated_names import AnnotatedNames
 
 logger = logging.getLogger(__name__)
 
@@ -93,12 +98,7 @@ def kb_add_mentions(
 ) -> None:
     """Write KB + the training mentions as names of their gold concepts (the papers' "test dictionary")."""
     with exit_on_input_error():
-        if output.exists() and not overwrite:
-            raise InputError("exists: choose a new file, or --overwrite (nothing is overwritten unasked)", output,
-                             field="--output")
-        for corpus in corpora:
-            if not corpus.is_file():
-                raise InputError("corpus file not found", corpus)
+        check_corpora_and_output(corpora, output, overwrite)
         extended, counts = add_training_mentions(KnowledgeBase.from_jsonl(kb_file), corpora, keep_kb_senses)
         extended.to_jsonl(output)
         counts["output"] = str(output)
@@ -113,8 +113,44 @@ def kb_add_mentions(
         typer.echo(text)
 
 
+def annotated_names_from_corpora(corpora: Sequence[Path], kb: Optional[KnowledgeBase] = None) -> "AnnotatedNames":
+    """What the training mentions of the PubTator ``corpora`` were linked to, wording by wording
+    (made as :func:`add_training_mentions` makes its names: abbreviations expanded, normalised);
+    with ``kb``, also the crosswalk of the annotated IDs it lacks (``AnnotatedNames.crosswalk``)."""
+    from spacy_sapbert.linking.annotated_names import AnnotatedNames
+
+    from .evaluation.datasets import training_names
+    from .evaluation.queries import AbbreviationExpander, load_queries
+
+    expander = AbbreviationExpander()
+    queries = [q for path in corpora for q in load_queries(path, expander=expander)]
+    table = AnnotatedNames.from_pairs((gid, name) for gid, name, _ in training_names(queries))
+    if kb is not None:
+        table.crosswalk(kb)
+    return table
+
+
+def annotated_names(
+    corpora: List[Path] = typer.Argument(..., help="PubTator training files (never the files you evaluate on)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Table to write (JSON; a new file unless --overwrite)."),
+    kb_file: Path = typer.Option(None, "--kb", help="The linker's KB: also record which annotated IDs it lacks "
+                                 "are its concepts under a former ID (matched by name)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output when it exists."),
+) -> None:
+    """Write what each training mention's wording was linked to: the linker's ``annotated_names`` table."""
+    with exit_on_input_error():
+        check_corpora_and_output(corpora, output, overwrite)
+        table = annotated_names_from_corpora(corpora, KnowledgeBase.from_jsonl(kb_file) if kb_file else None)
+        table.to_disk(output)
+        mentions = sum(sum(ids.values()) for ids in table.names.values())
+        typer.echo(f"{output}: {len(table)} wordings from {mentions} training mentions; "
+                   f"{len(table.former_ids)} former IDs matched to KB concepts")
+
+
 def register(app: typer.Typer) -> None:
     app.command("kb-add-mentions")(kb_add_mentions)
+    app.command("annotated-names")(annotated_names)
 
 
-__all__ = ["add_training_mentions", "kb_add_mentions", "register"]
+__all__ = ["add_training_mentions", "annotated_names", "annotated_names_from_corpora", "kb_add_mentions",
+           "register"]

@@ -119,6 +119,16 @@ class KnowledgeBase:
     def get(self, concept_id: str) -> Optional[Concept]:
         return self._concepts.get(concept_id)
 
+    def add_former_id(self, former_id: str, concept_id: str) -> bool:
+        """Let :meth:`resolve` find ``concept_id``'s concept by ``former_id``, an identifier another
+        version of the vocabulary gave it (BC5CDR's annotations name MeSH 2015 supplementary
+        records that MeSH 2024 has as descriptors). Not saved, not in the fingerprint: names and
+        rows do not change. An ID the KB already resolves is left alone (False)."""
+        if concept_id not in self._concepts or self.resolve(former_id) is not None:
+            return False
+        self._id_to_concept[former_id] = concept_id
+        return True
+
     def resolve(self, any_id: str) -> Optional[Concept]:
         """The concept that carries ``any_id`` as its primary or an equivalent ID.
 

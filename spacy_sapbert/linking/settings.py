@@ -151,6 +151,9 @@ class LinkerSettings:
                                lambda v: _is_int(v) and v >= 0, live=True)
     rerank: Optional[str] = _setting(None, "null (no re-ranking) or a context re-ranker folder (a non-empty string)",
                                      lambda v: v is None or _is_text(v))
+    annotated_names: Optional[str] = _setting(
+        None, "null (none) or an annotated-names file (a non-empty string; `sapbert annotated-names` writes one)",
+        lambda v: v is None or _is_text(v))
     rerank_max_gap: Optional[float] = _setting(
         None, "null (re-rank every span with two or more candidates) or a number from 0 to 2 (re-rank a span only "
               "when its best two first-stage cosines are closer than this)", _is_gap, live=True)

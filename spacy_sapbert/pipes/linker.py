@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import weakref
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import spacy.util
 from spacy.language import Language
@@ -25,16 +25,16 @@ from spacy.pipeline import Pipe
 from spacy.tokens import Doc, Span
 
 from spacy_sapbert.linking.calibration import Calibration
-from spacy_sapbert.pipes.linker_parts import (CFG_FILE, ENCODER_DIR, INDEX_DIR, KB_FILE, RERANKER_DIR, cfg_calibration,
-                              configured_encoder, configured_parts, configured_reranking, read_cfg, save_reranker, saved_encoder, saved_kb,
-                              write_cfg)
+from spacy_sapbert.pipes.linker_parts import (cfg_calibration, configured_annotated_names, configured_encoder,
+                                              configured_parts, configured_reranking, part_writers, read_parts)
 from spacy_sapbert.encoding.encoder import Encoder
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.index.name_index import NameIndex
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+from spacy_sapbert.linking.annotated_names import AnnotatedNames
 from spacy_sapbert.linking.linker import Candidates, Linker
 from spacy_sapbert.linking.rerank.stage import ContextReranking, span_contexts
-from spacy_sapbert.pipes.linker_spans import span_queries, write_candidates
+from spacy_sapbert.pipes.linker_spans import span_queries, warn_missing_group, write_candidates
 from spacy_sapbert.pipes.linker_config import ensure_extension, record_in_config, setting_attributes, settings_signature
 from spacy_sapbert.linking.settings import (DEFAULT_CONFIG, FACTORY_DEFAULT_CONFIG, LIVE_SETTINGS, SETTING_RULES, LinkerSettings,
                        SettingError, check_setting, check_settings)
@@ -65,6 +65,7 @@ class SapBertLinker(Pipe):
         self._linker: Optional[Linker] = None
         self._encoder_alone: Optional[Encoder] = None  # :meth:`peek_encoder`'s, until the linker takes it
         self._reranking: Optional[ContextReranking] = None
+        self._annotated: Any = None  # AnnotatedNames, None (not loaded yet) or False (switched off)
         self._warned_missing_group = False
         ensure_extension(self._settings.extension)
 
@@ -140,6 +141,18 @@ class SapBertLinker(Pipe):
         return self._reranking
 
     @property
+    def annotated_table(self) -> Optional[AnnotatedNames]:
+        """The last stage (:mod:`spacy_sapbert.linking.annotated_names`): the saved pipe's table or the
+        ``annotated_names`` setting's, or None; assigning None links without one."""
+        if self._annotated is None and self.settings.annotated_names is not None:
+            self._annotated = configured_annotated_names(self.settings, self.linker.kb)
+        return self._annotated or None
+
+    @annotated_table.setter
+    def annotated_table(self, table: Optional[AnnotatedNames]) -> None:
+        self._annotated = table.for_kb(self.linker.kb) if table is not None else False
+
+    @property
     def calibration(self) -> Optional[Calibration]:
         """What turns scores into probabilities (:mod:`spacy_sapbert.linking.calibration`); saved with the
         pipe. With one, ``kb_ents`` scores and ``threshold`` are probabilities of being right."""
@@ -149,21 +162,10 @@ class SapBertLinker(Pipe):
     def calibration(self, calibration: Optional[Calibration]) -> None:
         self.linker.calibration = calibration
 
-    @property
-    def is_ready(self) -> bool:
-        return self._linker is not None
-
-    @property
-    def kb(self) -> KnowledgeBase:
-        return self.linker.kb
-
-    @property
-    def encoder(self) -> Encoder:
-        return self.linker.encoder
-
-    @property
-    def index(self) -> NameIndex:
-        return self.linker.index
+    is_ready = property(lambda self: self._linker is not None, doc="Whether the encoder, KB and index are loaded.")
+    kb = property(lambda self: self.linker.kb, doc="The linker's KnowledgeBase (loaded on first use).")
+    encoder = property(lambda self: self.linker.encoder, doc="The linker's Encoder.")
+    index = property(lambda self: self.linker.index, doc="The linker's NameIndex.")
 
     def use(self, encoder: Encoder, kb: KnowledgeBase, index: NameIndex) -> "SapBertLinker":
         """Link with an encoder, KB and index built elsewhere (the index is checked against both),
@@ -175,7 +177,7 @@ class SapBertLinker(Pipe):
                    nlp: Optional[Language] = None) -> None:
         """Load the model and KB and build the index now rather than on the first document.
         A linker that is already loaded (``spacy.load``) is left as it is."""
-        _ = self.reranking, self.linker
+        _ = self.reranking, self.linker, self.annotated_table
 
     # -- processing: spaCy's predict / set_annotations contract ------------------------
     def __call__(self, doc: Doc) -> Doc:
@@ -198,7 +200,8 @@ class SapBertLinker(Pipe):
         """Candidates per span per document, without touching the documents; the spans of
         all documents go to the linker together (one encoder pass for the batch), each
         restricted to the KB types of its label (``label_to_types``), then, with a re-ranker,
-        to the second stage (one cross-encoder pass for the spans it re-ranks)."""
+        to the second stage (one cross-encoder pass for the spans it re-ranks), then to the
+        annotated names."""
         queries_per_doc = [self._queries(doc) for doc in docs]
         flat = [query for _, queries, _ in queries_per_doc for query in queries]
         results: List[Candidates] = []
@@ -211,6 +214,9 @@ class SapBertLinker(Pipe):
                 spans = [span for spans_of_doc, _, _ in queries_per_doc for span in spans_of_doc]
                 ranked = reranking.apply(span_contexts(spans, flat), self.linker.named_candidates(flat, types))
                 results = [self.linker.select(r.candidates, calibrate=not r.probabilities) for r in ranked]
+            if self.annotated_table is not None:
+                results = self.annotated_table.apply(flat, types, results, self.linker.threshold,
+                                                     self.linker.max_entities_per_mention)
         out, offset = [], 0
         for _, queries, _ in queries_per_doc:
             out.append(results[offset:offset + len(queries)])
@@ -236,11 +242,7 @@ class SapBertLinker(Pipe):
             return doc.spans[spans_key]
         if not self._warned_missing_group:
             self._warned_missing_group = True
-            groups = sorted(doc.spans)
-            logger.warning("%s: spans_key %r names a span group that this doc does not have (%s), so none of its "
-                           "spans are linked; set spans_key to the group your span pipe writes, or to null to link "
-                           "doc.ents (warned once per pipe)", self.name, spans_key,
-                           f"its groups: {groups}" if groups else "it has no span groups")
+            warn_missing_group(self.name, spans_key, doc)
         return []
 
     def _queries(self, doc: Doc) -> Tuple[List[Span], List[str], List[str]]:
@@ -251,33 +253,17 @@ class SapBertLinker(Pipe):
 
     # -- files (the other settings are in the pipeline's config.cfg) -------------------
     def to_disk(self, path: Any, *, exclude: Iterable[str] = tuple()) -> None:
-        """Save the encoder, KB, index and re-ranker (the parts; see :mod:`.component_parts`) but
-        those in ``exclude``."""
-        linker, reranking = self.linker, self.reranking
+        """Save the encoder, KB, index, re-ranker and annotated names (the parts; see
+        :mod:`.linker_parts`) but those in ``exclude``."""
+        writers = part_writers(self.linker, self.reranking, self.annotated_table)
         Path(path).mkdir(parents=True, exist_ok=True)
-        written: Dict[str, Path] = {}
-        serializers: Dict[str, Callable[[Path], Any]] = {  # the KB before cfg.json, which records its digest
-            KB_FILE: lambda p: written.update(kb=linker.kb.to_jsonl(p)),
-            CFG_FILE: lambda p: write_cfg(p, linker.kb, linker.calibration, written.get("kb")),
-            ENCODER_DIR: linker.encoder.save,
-            INDEX_DIR: linker.index.save,
-            RERANKER_DIR: lambda p: save_reranker(p, reranking),
-        }
-        spacy.util.to_disk(path, serializers, exclude)
+        spacy.util.to_disk(path, writers, exclude)
 
     def from_disk(self, path: Any, *, exclude: Iterable[str] = tuple()) -> "SapBertLinker":
         """Load the saved parts but those in ``exclude``, which are kept from the loaded linker
         or, without one, come from the settings as on first use. The index is checked against
         the model and KB it is used with."""
-        read: Dict[str, Any] = {}
-        readers: Dict[str, Callable[[Path], None]] = {
-            CFG_FILE: lambda p: read.update(cfg=read_cfg(p, self.name), calibration_file=p),
-            ENCODER_DIR: lambda p: read.update(encoder=saved_encoder(p, self.settings)),
-            KB_FILE: lambda p: read.update(kb=saved_kb(p, read.get("cfg", {}))),
-            INDEX_DIR: lambda p: read.update(index=NameIndex.load(p, encoder=read.get("encoder"), kb=read.get("kb"))),
-            RERANKER_DIR: lambda p: read.update(reranker=p if p.is_dir() else None),
-        }
-        spacy.util.from_disk(path, readers, exclude)
+        read = read_parts(path, self.settings, self.name, exclude)
         parts = {part: read[part] if part in read else getattr(self._linker, part, None)
                  for part in ("encoder", "kb", "index")}
         calibration = (cfg_calibration(read["cfg"], read["calibration_file"]) if "cfg" in read
@@ -286,6 +272,8 @@ class SapBertLinker(Pipe):
                                     calibration=calibration))
         if read.get("reranker"):
             self._reranking = configured_reranking(self.settings, linker.kb, read["reranker"])
+        if read.get("annotated"):
+            self._annotated = configured_annotated_names(self.settings, linker.kb, read["annotated"])
         return self
 
 

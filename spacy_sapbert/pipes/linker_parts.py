@@ -6,6 +6,7 @@ its settings name (loaded on first use), or the folder ``nlp.to_disk`` saved it 
     <pipeline>/<name>/kb.jsonl.gz     the KB
     <pipeline>/<name>/index/          NameIndex files (see spacy_sapbert.index.files)
     <pipeline>/<name>/reranker/       the context re-ranker folder, when the pipe has one (``rerank``)
+    <pipeline>/<name>/annotated_names.json   what training mentions were linked to (``annotated_names``)
 
 The other settings are in the pipeline's ``config.cfg``, where spaCy keeps them.
 """
@@ -16,13 +17,16 @@ import json
 import logging
 import shutil
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple, Union
+
+import spacy.util
 
 from spacy_sapbert.default import DEFAULT_MODEL, default_index_path, default_kb_name, default_kb_path
 from spacy_sapbert.encoding.encoder import Encoder
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.index.name_index import NameIndex
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+from spacy_sapbert.linking.annotated_names import FILE_NAME as ANNOTATED_NAMES_FILE, AnnotatedNames
 from spacy_sapbert.linking.calibration import Calibration
 from spacy_sapbert.linking.rerank.stage import ContextReranking, kb_canonical_names
 from spacy_sapbert.linking.settings import LinkerSettings
@@ -95,6 +99,56 @@ def save_reranker(folder: Path, reranking: Optional[ContextReranking]) -> None:
         shutil.rmtree(folder)
 
 
+def configured_annotated_names(settings: LinkerSettings, kb: KnowledgeBase,
+                               path: Optional[PathLike] = None) -> Optional[AnnotatedNames]:
+    """The annotated-names stage: the table in ``path`` (a saved pipe's) or the one the
+    ``annotated_names`` setting names, resolved against ``kb``; None without either."""
+    source = path or settings.annotated_names
+    if source is None:
+        return None
+    if not Path(source).is_file():
+        raise InputError("annotated names file not found", source, field="annotated_names")
+    return AnnotatedNames.from_disk(source).for_kb(kb)
+
+
+def save_annotated_names(path: Path, annotated: Optional[AnnotatedNames]) -> None:
+    """Write the pipe's table, or remove one an earlier save left (loading would bring it back)."""
+    if annotated is not None:
+        annotated.to_disk(path)
+    elif path.is_file():
+        path.unlink()
+
+
+def part_writers(linker: Any, reranking: Optional[ContextReranking], annotated: Optional[AnnotatedNames]
+                 ) -> Dict[str, Callable[[Path], Any]]:
+    """What ``to_disk`` writes, per part: the KB before cfg.json, which records its digest."""
+    written: Dict[str, Path] = {}
+    return {
+        KB_FILE: lambda p: written.update(kb=linker.kb.to_jsonl(p)),
+        CFG_FILE: lambda p: write_cfg(p, linker.kb, linker.calibration, written.get("kb")),
+        ENCODER_DIR: linker.encoder.save,
+        INDEX_DIR: linker.index.save,
+        RERANKER_DIR: lambda p: save_reranker(p, reranking),
+        ANNOTATED_NAMES_FILE: lambda p: save_annotated_names(p, annotated),
+    }
+
+
+def read_parts(path: PathLike, settings: LinkerSettings, name: str, exclude: Iterable[str]) -> Dict[str, Any]:
+    """The saved parts in ``path`` but those in ``exclude``: cfg, encoder, kb, index (checked
+    against both), and the re-ranker folder and annotated-names file where the pipe has them."""
+    read: Dict[str, Any] = {}
+    readers: Dict[str, Callable[[Path], None]] = {
+        CFG_FILE: lambda p: read.update(cfg=read_cfg(p, name), calibration_file=p),
+        ENCODER_DIR: lambda p: read.update(encoder=saved_encoder(p, settings)),
+        KB_FILE: lambda p: read.update(kb=saved_kb(p, read.get("cfg", {}))),
+        INDEX_DIR: lambda p: read.update(index=NameIndex.load(p, encoder=read.get("encoder"), kb=read.get("kb"))),
+        RERANKER_DIR: lambda p: read.update(reranker=p if p.is_dir() else None),
+        ANNOTATED_NAMES_FILE: lambda p: read.update(annotated=p if p.is_file() else None),
+    }
+    spacy.util.from_disk(path, readers, exclude)
+    return read
+
+
 def saved_encoder(folder: PathLike, settings: LinkerSettings) -> Encoder:
     """A saved pipe's encoder: pooling and length are its own (sapbert.json); where and how it
     runs are the settings' (``spacy.load(..., config=...)`` can change them)."""
@@ -145,6 +199,6 @@ def cfg_calibration(cfg: Dict[str, Any], path: PathLike) -> Optional[Calibration
     return None if data is None else Calibration.from_dict(data, str(path))
 
 
-__all__ = ["cfg_calibration", "CFG_FILE", "ENCODER_DIR", "FORMAT_VERSION", "INDEX_DIR", "KB_FILE", "RERANKER_DIR",
-           "configured_encoder", "configured_parts", "configured_reranking", "file_sha256", "read_cfg", "save_reranker", "saved_encoder",
+__all__ = ["ANNOTATED_NAMES_FILE", "cfg_calibration", "configured_annotated_names", "save_annotated_names", "CFG_FILE", "ENCODER_DIR", "FORMAT_VERSION", "INDEX_DIR", "KB_FILE", "RERANKER_DIR",
+           "configured_encoder", "configured_parts", "configured_reranking", "file_sha256", "part_writers", "read_parts", "read_cfg", "save_reranker", "saved_encoder",
            "saved_kb", "write_cfg"]

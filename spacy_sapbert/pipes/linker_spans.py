@@ -7,6 +7,7 @@ their spans.
 """
 from __future__ import annotations
 
+import logging
 from typing import Any, Dict, List, Sequence, Tuple
 
 from spacy.tokens import Doc, Span, SpanGroup
@@ -14,6 +15,8 @@ from spacy.tokens import Doc, Span, SpanGroup
 from spacy_sapbert.linking.linker import Candidates
 from spacy_sapbert.linking.settings import LinkerSettings
 from spacy_sapbert.pipes.abbreviations import abbreviation_pairs
+
+logger = logging.getLogger(__name__)
 
 
 def span_queries(spans: List[Span], resolve_abbreviations: bool = True) -> Tuple[List[Span], List[str], List[str]]:
@@ -52,4 +55,14 @@ def write_candidates(doc: Doc, spans: List[Span], results: Sequence[Candidates],
         span._.set(settings.extension, list(result))
 
 
-__all__ = ["span_queries", "write_candidates"]
+def warn_missing_group(pipe_name: str, spans_key: str, doc: Doc) -> None:
+    """Say that ``spans_key`` names no span group of ``doc`` (a misspelt or unset group otherwise
+    looks like "no entities"); the pipe says it once."""
+    groups = sorted(doc.spans)
+    logger.warning("%s: spans_key %r names a span group that this doc does not have (%s), so none of its "
+                   "spans are linked; set spans_key to the group your span pipe writes, or to null to link "
+                   "doc.ents (warned once per pipe)", pipe_name, spans_key,
+                   f"its groups: {groups}" if groups else "it has no span groups")
+
+
+__all__ = ["span_queries", "warn_missing_group", "write_candidates"]

@@ -164,6 +164,31 @@ def ner_gazetteer(
     typer.echo(f"{output}: gazetteer of {names:,} names from {', '.join(map(str, kb))}")
 
 
+def ner_dictionary(
+    corpora: List[Path] = typer.Argument(..., help="PubTator training files (never the files you evaluate on)."),
+    output: Path = typer.Option(..., "--output", "-o", help="entity_ruler patterns to write (JSONL; new unless --overwrite)."),
+    pipeline: Path = typer.Option(None, help="Pipeline whose tokenizer counts the occurrences (default: the embedded one)."),
+    min_rate: float = typer.Option(0.5, help="Keep a wording tagged at least this share of its free occurrences."),
+    min_count: int = typer.Option(2, help="... and tagged at least this many times with one label."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output when it exists."),
+) -> None:
+    """Wordings the annotators tag nearly everywhere, as patterns for spaCy's entity_ruler after the NER."""
+    import spacy
+
+    from spacy_sapbert.default import DEFAULT_PIPELINE
+
+    from ..corpora import check_corpora_and_output
+    from .dictionary import dictionary_patterns, write_patterns
+
+    with exit_on_input_error():
+        check_corpora_and_output(corpora, output, overwrite)
+        source = pipeline or DEFAULT_PIPELINE
+        nlp = spacy.load(source, exclude=spacy.util.load_config(Path(source) / "config.cfg")["nlp"]["pipeline"])
+        patterns, report = dictionary_patterns(nlp, corpora, min_rate=min_rate, min_count=min_count)
+        write_patterns(output, patterns)
+    typer.echo(json.dumps(report, indent=1))
+
+
 def ner_vectors(
     output: Path = typer.Argument(..., help="word2vec text file to write (then: spacy init vectors --attr LOWER)."),
     corpus: List[Path] = typer.Option(..., "--corpus", help="Training PubTator file(s) whose words get vectors."),
@@ -187,3 +212,4 @@ def register(app: typer.Typer) -> None:
     app.command("ner-e2e")(ner_e2e)
     app.command("ner-vectors")(ner_vectors)
     app.command("ner-gazetteer")(ner_gazetteer)
+    app.command("ner-dictionary")(ner_dictionary)

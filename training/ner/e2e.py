@@ -22,9 +22,11 @@ from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, 
 
 from spacy.language import Language
 from spacy.tokens import Doc
+import spacy.util
 from spacy.util import filter_spans
 from tqdm import tqdm
 
+from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.kb.matching import concept_key
 from ..corpora import Document
@@ -178,24 +180,33 @@ def evaluate_e2e(nlp: Language, documents: Sequence[Document], label_map: Mappin
     return result
 
 
-def ner_linker_pipeline(ner_model: PathLike, linker: PathLike, model: Optional[str] = None,
+def ner_linker_pipeline(ner_model: PathLike, linker: Optional[PathLike], model: Optional[str] = None,
                         abbreviations: bool = True, linker_config: Optional[Dict[str, object]] = None) -> Language:
     """The NER pipeline with a ``sapbert_linker`` after it.
 
     ``linker`` is either a saved pipeline folder holding a ``sapbert_linker`` pipe (encoder,
     KB and index inside; ``model`` is then ignored) or a KB file, linked with the encoder
-    ``model`` (the pipe's default when None; the name index is built on first use). With
+    ``model`` (the pipe's default when None; the name index is built on first use); None (or
+    ``ner_model`` itself) keeps the linker that ``ner_model`` holds, with whatever runs before it. With
     ``abbreviations``, scispaCy's abbreviation detector runs first so that "HCQ" is linked as
     its long form (unless the NER pipeline already runs it: ``abbreviation_entities``).
     """
     import spacy
 
     nlp = spacy.load(ner_model)
+    if linker is None or Path(linker).resolve() == Path(ner_model).resolve():
+        if LINKER_PIPE not in nlp.pipe_names:
+            raise InputError(f"no linker given and the pipeline has no {LINKER_PIPE!r}", ner_model)
+        linker = None  # the whole pipeline as it is (the embedded default: NER, ruler, abbreviations, linker)
+    elif LINKER_PIPE in nlp.pipe_names:
+        nlp.remove_pipe(LINKER_PIPE)
     if abbreviations and _abbreviation_detector(nlp) is None:
         import scispacy.abbreviation  # noqa: F401  (registers the "abbreviation_detector" factory)
 
         nlp.add_pipe(ABBREVIATION_PIPE)
-    if Path(linker).is_dir():
+    if linker is None:
+        pass
+    elif Path(linker).is_dir():
         nlp.add_pipe(LINKER_PIPE, source=spacy.load(linker))
     else:
         config: Dict[str, object] = {"kb": str(linker), **(linker_config or {})}
@@ -205,12 +216,18 @@ def ner_linker_pipeline(ner_model: PathLike, linker: PathLike, model: Optional[s
     return nlp
 
 
+def _has_linker(pipeline: PathLike) -> bool:
+    config = Path(pipeline) / "config.cfg"
+    return config.is_file() and LINKER_PIPE in spacy.util.load_config(config)["nlp"]["pipeline"]
+
+
 def run_e2e(ner_model: PathLike, bc5cdr_dev: Optional[PathLike], ncbi_test: Optional[PathLike],
             bc5cdr_linker: Optional[PathLike] = None, ncbi_linker: Optional[PathLike] = None,
             model: Optional[str] = None, abbreviations: bool = True,
             output: Optional[PathLike] = None, thresholds: Sequence[float] = ()) -> List[E2EResult]:
     """BC5CDR dev (CHEMICAL + DISEASE; a MeSH KB) and NCBI test (DISEASE; MEDIC), each with its
-    own linker: a KB file or a saved pipeline with a ``sapbert_linker`` (see ner_linker_pipeline)."""
+    own linker: a KB file or a saved pipeline with a ``sapbert_linker`` (see ner_linker_pipeline),
+    or, where none is given, the linker of ``ner_model`` when it holds one (the embedded default)."""
     import json
 
     from ..corpora import read_pubtator
@@ -219,8 +236,9 @@ def run_e2e(ner_model: PathLike, bc5cdr_dev: Optional[PathLike], ncbi_test: Opti
     jobs = [("BC5CDR dev", bc5cdr_dev, bc5cdr_linker, BC5CDR_LABELS, None),
             ("NCBI test", ncbi_test, ncbi_linker, NCBI_LABELS, [DISEASE])]
     results = []
+    whole = _has_linker(ner_model)
     for name, corpus, linker, label_map, labels in jobs:
-        if corpus is None or linker is None:
+        if corpus is None or (linker is None and not whole):
             logger.info("%s: skipped (no corpus or no KB/linker given)", name)
             continue
         nlp = ner_linker_pipeline(ner_model, linker, model=model, abbreviations=abbreviations)

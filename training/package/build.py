@@ -140,7 +140,7 @@ def write_pipeline(nlp: Language, report: Dict[str, Any], output: PathLike, card
     The package is built in a temporary sibling and swapped in whole, so a run killed at any
     moment leaves the earlier package or the new one, never a mix or nothing; ``report`` gains
     the package's sizes, and with ``started`` (a ``time.perf_counter()``) the build's seconds.
-    The component folders (or folders inside them) named in ``keep`` are copied byte for byte from the package
+    The component folders (or folders and files inside them) named in ``keep`` are copied byte for byte from the package
     ``keep_from`` instead of being saved again."""
     import shutil
 
@@ -150,8 +150,12 @@ def write_pipeline(nlp: Language, report: Dict[str, Any], output: PathLike, card
     with atomic_dir(output) as tmp:
         nlp.to_disk(tmp)
         for name in keep:
-            shutil.rmtree(tmp / name)
-            shutil.copytree(Path(keep_from) / name, tmp / name)  # type: ignore[arg-type]
+            source = Path(keep_from) / name  # type: ignore[arg-type]
+            if source.is_dir():
+                shutil.rmtree(tmp / name)
+                shutil.copytree(source, tmp / name)
+            else:
+                shutil.copy2(source, tmp / name)
         if started is not None:
             report["seconds"] = round(time.perf_counter() - started, 1)
         report["size_mb"] = round(sum(p.stat().st_size for p in tmp.rglob("*") if p.is_file()) / 1e6, 1)

@@ -23,8 +23,8 @@ LICENCES = "\n".join([
     "| gazetteer (open-biomed) | Human Disease Ontology | CC0 |",
     "| gazetteer (open-biomed) | Orphanet Rare Disease Ontology, NCI Thesaurus, MONDO mappings | CC BY 4.0 |",
     "| gazetteer (open-biomed) | Human Phenotype Ontology | HPO licence (free use, cite HPO) |",
-    "| encoder, KB names, NER | BC5CDR train (BioCreative V CDR) | public domain mark |",
-    "| encoder, KB names, NER | NCBI disease corpus, train | public domain (US Government work) |",
+    "| encoder, KB names, NER, dictionary, annotated names | BC5CDR train (BioCreative V CDR) | public domain mark |",
+    "| encoder, KB names, NER, dictionary, annotated names | NCBI disease corpus, train | public domain (US Government work) |",
     "| NER | BioRED (documents of BC5CDR dev/test and NCBI dev/test removed) | NCBI, US Government work |",
     "| NER | BioNLP13CG, BioNLP13PC (MTL-Bioinformatics-2016 IOB) | CC BY-SA 3.0 |",
     "| NER | BioNLP11ID (MTL-Bioinformatics-2016 IOB) | GENIA Project License |",
@@ -66,6 +66,9 @@ def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") ->
             f" Its encoder keeps the first {report['ner_layers']} layers." if report.get("ner_layers") else "") + (
             " Its word-piece table, kept frozen in training, is the linker encoder's and is stored once."
             if report.get("ner_shares_word_embeddings") else ""),
+        *([f"- `entity_ruler`: {report['annotations']['patterns']:,} wordings that BC5CDR and NCBI train annotators "
+           "tagged at least twice, at half or more of their free occurrences (`sapbert ner-dictionary`); it adds only "
+           "spans that overlap none of the NER's."] if report.get("annotations") else []),
         "- `abbreviation_entities`: scispaCy's AbbreviationDetector; short forms take their long form's label, and "
         "the linker links the long form.",
         f"- `sapbert_linker`: all-MiniLM-L6-v2 fine-tuned by self-alignment (Multi-Similarity loss, online hard "
@@ -77,7 +80,11 @@ def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") ->
         f"({report['index_params']['pq_m']} bytes per name)" + (
             f"; the candidates within {report['rescore_gap']:g} of a span's best score are scored exactly by "
             "encoding their names (`rescore_gap`)" if report.get("rescore_gap") is not None else "") + "." + (
-            _threshold_sentence(report, cal) if cal else ""), "",
+            _threshold_sentence(report, cal) if cal else "") + (
+            f" Last stage: the annotated names of {report['annotations']['wordings']:,} training wordings (BC5CDR and "
+            "NCBI train: a span with an annotated wording gets its most annotated concept first; "
+            f"{report['annotations']['former_ids']} MeSH 2015 IDs matched to their 2024 concepts)."
+            if report.get("annotations") else ""), "",
         "## Build", "",
         "```bash\nspacy project run kb && spacy project run ner\n"
         "spacy project run default-finetune && spacy project run package" + (

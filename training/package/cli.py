@@ -1,5 +1,6 @@
-"""``sapbert package-default``, ``package-ner`` and ``package-kb``: assemble the embedded default
-pipeline, or swap its NER or its KB (see spacy_sapbert.training.package.build)."""
+"""``sapbert package-default``, ``package-ner``, ``package-kb`` and ``package-annotations``: assemble the
+embedded default pipeline, swap its NER or its KB, or add its training annotations
+(see spacy_sapbert.training.package.build)."""
 from __future__ import annotations
 
 import json
@@ -119,7 +120,27 @@ def package_kb(
     typer.echo(json.dumps(report, indent=1))
 
 
+def package_annotations(
+    names: Path = typer.Option(..., "--names", help="Annotated-names table (`sapbert annotated-names`)."),
+    patterns: Path = typer.Option(..., "--patterns", help="entity_ruler patterns (`sapbert ner-dictionary`)."),
+    pipeline: Path = typer.Option(Path("spacy_sapbert/data/default"), "--pipeline",
+                                  help="The packaged default whose NER and linker are kept."),
+    output: SwapOutputOption = ...,
+    card: CardOption = None,
+    overwrite: SwapOverwriteOption = False,
+) -> None:
+    """Add the training annotations to a packaged default: an entity_ruler after the NER and the linker's
+    annotated names; the NER, encoder, KB and index are copied byte for byte."""
+    from .swap_annotations import add_annotations
+
+    with exit_on_input_error():
+        extra = card.read_text(encoding="utf-8") if card else ""
+        report = add_annotations(pipeline, names, patterns, output, card_extra=extra, overwrite=overwrite)
+    typer.echo(json.dumps(report, indent=1))
+
+
 def register(app: typer.Typer) -> None:
     app.command("package-default")(package_default)
+    app.command("package-annotations")(package_annotations)
     app.command("package-ner")(package_ner)
     app.command("package-kb")(package_kb)

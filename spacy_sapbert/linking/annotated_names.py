@@ -1,0 +1,161 @@
+"""What annotators linked a wording to: a training mention's exact wording decides its concept.
+
+The dense linker ranks the KB's own names. Annotated corpora follow conventions a KB does not
+hold: BC5CDR links "tardive dyskinesia" to Dyskinesia, Drug-Induced (MeSH 2024 has a newer
+descriptor of that name), "renal failure" to Acute Kidney Injury, "venlafaxine" to the
+supplementary record it had in 2015. A KB cannot take these as names without making the
+vocabulary's own sense tie with them (``kb-add-mentions`` leaves them out for that reason).
+This table can: it maps a normalised wording (:func:`~spacy_sapbert.kb.normalize.normalize`, the
+KB's key) to how often each concept was annotated for it, and a query with that wording gets the
+most annotated concept first, scored by the rule of succession, ``(votes + 1) / (mentions + 2)``
+(2 of 2 mentions: 0.75; 1 of 1: 0.67; 1 of 2: 0.5). Measured on BC5CDR dev and NCBI test in
+docs/ner.md.
+
+The file keeps the annotated IDs as written (JSON, ``{"format_version": 1, "names": {wording:
+{id: count}}, "former_ids": {id: kb id}}``); they are resolved against the KB the linker uses when
+the table is attached, so a KB swap re-resolves them, IDs one KB lacks are dropped (counted), and
+IDs of one concept vote together. ``former_ids`` is the crosswalk :meth:`AnnotatedNames.crosswalk`
+finds for a KB: an annotated ID that KB lacks, whose wordings are names of exactly one of its
+concepts, is that concept under an older ID (BC5CDR's "venlafaxine", C047426 in MeSH 2015, is
+the descriptor D000069470 in MeSH 2024); attaching the table lets the KB resolve it
+(:meth:`~spacy_sapbert.kb.knowledge_base.KnowledgeBase.add_former_id`), so the annotation votes
+for the concept and an evaluation against the old ID counts the new one right.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from pathlib import Path
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+from spacy_sapbert.kb.normalize import normalize
+from spacy_sapbert.util.jsonfile import read_json_object
+
+logger = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+FILE_NAME = "annotated_names.json"
+Candidates = List[Tuple[str, float]]
+
+
+class AnnotatedNames:
+    """Normalised wording → annotation counts per ID; :meth:`for_kb` turns them into decisions."""
+
+    def __init__(self, names: Mapping[str, Mapping[str, int]], former_ids: Optional[Mapping[str, str]] = None) -> None:
+        self.names: Dict[str, Dict[str, int]] = {key: dict(ids) for key, ids in names.items() if key and ids}
+        self.former_ids: Dict[str, str] = dict(former_ids or {})
+        self._decided: Dict[str, Tuple[str, float, frozenset]] = {}
+        self._kb: Optional[KnowledgeBase] = None
+
+    @classmethod
+    def from_pairs(cls, pairs: Iterable[Tuple[str, str]]) -> "AnnotatedNames":
+        """From (annotated ID, mention text) pairs; texts are normalised here."""
+        names: Dict[str, Counter] = {}
+        for concept_id, text in pairs:
+            key = normalize(text)
+            if key and concept_id:
+                names.setdefault(key, Counter())[concept_id] += 1
+        return cls(names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    # -- decisions against one KB -----------------------------------------------------
+    def crosswalk(self, kb: KnowledgeBase) -> Dict[str, str]:
+        """Annotated IDs ``kb`` lacks → the one ``kb`` concept all their wordings name (see the module)."""
+        owners: Dict[str, set] = {}
+        for key, ids in self.names.items():
+            named = set(kb.alias_to_concepts.get(key, ()))
+            for any_id in ids:
+                if kb.resolve(any_id) is None:
+                    owners.setdefault(any_id, set()).update(named or {""})
+        self.former_ids = {old: next(iter(c)) for old, c in sorted(owners.items()) if len(c) == 1 and "" not in c}
+        return self.former_ids
+
+    def for_kb(self, kb: KnowledgeBase) -> "AnnotatedNames":
+        """Resolve every ID through ``kb`` (after adding the crosswalk's former IDs to it) and keep,
+        per wording, its most annotated concept (none on a tie)."""
+        decided: Dict[str, Tuple[str, float, frozenset]] = {}
+        dropped = ties = 0
+        for former, concept_id in self.former_ids.items():
+            kb.add_former_id(former, concept_id)
+        for key, ids in self.names.items():
+            votes: Counter = Counter()
+            for any_id, count in ids.items():
+                concept = kb.resolve(any_id)
+                if concept is None:
+                    dropped += count
+                    continue
+                votes[concept.concept_id] += count
+            ranked = votes.most_common(2)
+            if not ranked:
+                continue
+            if len(ranked) > 1 and ranked[1][1] == ranked[0][1]:
+                ties += 1
+                continue
+            concept_id, count = ranked[0]
+            total = sum(ids.values())
+            decided[key] = (concept_id, (count + 1) / (total + 2), frozenset(kb.resolve(concept_id).types))
+        if dropped or ties:
+            logger.info("annotated names: %d wordings decide a concept of %s; %d annotations name IDs it lacks, "
+                        "%d wordings are tied", len(decided), kb.name, dropped, ties)
+        self._decided, self._kb = decided, kb
+        return self
+
+    def lookup(self, text: str) -> Optional[Tuple[str, float]]:
+        """(concept_id, score) the annotations decide for ``text``, or None; needs :meth:`for_kb` first."""
+        found = self._decided.get(normalize(text))
+        return (found[0], found[1]) if found else None
+
+    def apply(self, queries: Sequence[str], types: Optional[Sequence[Optional[frozenset]]],
+              results: Sequence[Candidates], threshold: Optional[float], limit: int) -> List[Candidates]:
+        """``results`` with the annotated concept first where a query's wording has one of the span's
+        ``types`` and its score reaches ``threshold``; its score is the larger of the two."""
+        if self._kb is None:
+            raise RuntimeError("AnnotatedNames.apply before for_kb(kb)")
+        out: List[Candidates] = []
+        for i, (query, found) in enumerate(zip(queries, results)):
+            decided = self._decided.get(normalize(query))
+            allowed = types[i] if types is not None else None
+            if (decided is None or (allowed is not None and not (decided[2] & allowed))
+                    or (threshold is not None and decided[1] < threshold)):
+                out.append(list(found))
+                continue
+            concept_id, score = decided[0], decided[1]
+            dense = dict(found).get(concept_id, score)
+            rest = [c for c in found if c[0] != concept_id]
+            out.append(([(concept_id, max(score, dense))] + rest)[:limit])
+        return out
+
+    # -- files ---------------------------------------------------------------------------
+    def to_disk(self, path: Union[str, Path]) -> Path:
+        from spacy_sapbert.util.atomic import atomic_write_text
+
+        data = {"format_version": FORMAT_VERSION,
+                "names": {key: dict(sorted(ids.items())) for key, ids in sorted(self.names.items())},
+                "former_ids": dict(sorted(self.former_ids.items()))}
+        return atomic_write_text(path, json.dumps(data, ensure_ascii=False, indent=0) + "\n")
+
+    @classmethod
+    def from_disk(cls, path: Union[str, Path]) -> "AnnotatedNames":
+        """Read a table; an error names the file and the first entry that is not ``{wording: {id: count}}``."""
+        from spacy_sapbert.errors import InputError
+
+        data = read_json_object(path, FORMAT_VERSION, "annotated names")
+        names = data.get("names")
+        if not isinstance(names, dict):
+            raise InputError("'names' must be an object of wording → {id: count}", path, field="names")
+        for key, ids in names.items():
+            if not isinstance(ids, dict) or not all(isinstance(k, str) and isinstance(v, int) and v > 0
+                                                    for k, v in ids.items()):
+                raise InputError(f"names[{key!r}] must map IDs to positive counts, got {ids!r}", path,
+                                 field=f"names.{key}")
+        former = data.get("former_ids", {})
+        if not isinstance(former, dict) or not all(isinstance(v, str) for v in former.values()):
+            raise InputError("'former_ids' must map IDs to KB concept IDs", path, field="former_ids")
+        return cls(names, former)
+
+
+__all__ = ["AnnotatedNames", "FILE_NAME", "FORMAT_VERSION"]

@@ -1,0 +1,51 @@
+"""`sapbert ner-dictionary`: wordings annotators tag nearly everywhere become entity_ruler patterns."""
+from __future__ import annotations
+
+import json
+
+import spacy
+
+from spacy_sapbert.training.ner.dictionary import dictionary_patterns, write_patterns
+
+
+def _pubtator(path, docs):
+    """docs: [(pmid, text, [(mention, type), ...])]; each mention's first free occurrence is annotated."""
+    lines = []
+    for pmid, text, mentions in docs:
+        lines += [f"{pmid}|t|{text}", f"{pmid}|a|"]
+        taken = 0
+        for mention, kind in mentions:
+            start = text.index(mention, taken)
+            taken = start + len(mention)
+            lines.append(f"{pmid}\t{start}\t{taken}\t{mention}\t{kind}\tD000001")
+        lines.append("")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_rates_count_free_occurrences_in_corpora_that_annotate_the_label(tmp_path):
+    cdr = _pubtator(tmp_path / "cdr.txt", [
+        ("1", "Oxygen was given. Oxygen helped. Lead was found in lead pipes.", [
+            ("Oxygen", "Chemical"), ("Oxygen", "Chemical"), ("Lead", "Chemical")]),
+        ("2", "Lead and lead again, with heart failure and oxygen.", [
+            ("Lead", "Chemical"), ("heart failure", "Disease"), ("oxygen", "Chemical")]),
+        ("3", "Acute heart failure was seen.", [("Acute heart failure", "Disease")]),
+    ])
+    # a disease-only corpus: its untagged "oxygen" says nothing about chemicals
+    ncbi = _pubtator(tmp_path / "ncbi.txt", [
+        ("4", "Oxygen and oxygen; heart failure.", [("heart failure", "SpecificDisease")])])
+    nlp = spacy.blank("en")
+    patterns, report = dictionary_patterns(nlp, [cdr, ncbi], min_rate=0.5, min_count=2)
+    found = {" ".join(t["LOWER"] for t in p["pattern"]): p["label"] for p in patterns}
+    # oxygen: 3 of 3 in CDR; lead: 2 tagged, 2 free (50%); heart failure: 2 of 2 free ones (inside
+    # "Acute heart failure" counts neither way)
+    assert found == {"oxygen": "CHEMICAL", "lead": "CHEMICAL", "heart failure": "DISEASE"}
+    strict, _ = dictionary_patterns(nlp, [cdr, ncbi], min_rate=0.6, min_count=2)
+    assert "lead" not in {" ".join(t["LOWER"] for t in p["pattern"]) for p in strict}
+    assert report["patterns"] == 3 and report["per_label"] == {"CHEMICAL": 2, "DISEASE": 1}
+    # the ruler reads the written file as token patterns: nothing runs before it when it loads
+    write_patterns(tmp_path / "patterns.jsonl", patterns)
+    ruler = nlp.add_pipe("entity_ruler")
+    ruler.add_patterns([json.loads(line) for line in (tmp_path / "patterns.jsonl").open()])
+    assert [(e.text, e.label_) for e in nlp("OXYGEN after heart failure").ents] == [
+        ("OXYGEN", "CHEMICAL"), ("heart failure", "DISEASE")]

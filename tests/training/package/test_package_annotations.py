@@ -1,0 +1,60 @@
+"""`sapbert package-annotations`: a ruler after the NER and the linker's annotated names, the rest byte for byte."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+import spacy
+
+from spacy_sapbert.default import DEFAULT_PIPELINE
+from spacy_sapbert.errors import InputError
+from spacy_sapbert.linking.annotated_names import AnnotatedNames
+from spacy_sapbert.training.package.swap_annotations import add_annotations
+
+
+def _digests(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): hashlib.sha1(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _inputs(folder: Path) -> tuple:
+    names = folder / "names.json"
+    # "zorbitol" is no KB name; the table decides it is Sorbitol (D013012), whatever the dense search says
+    AnnotatedNames.from_pairs([("D013012", "zorbitol"), ("D013012", "Zorbitol")]).to_disk(names)
+    patterns = folder / "patterns.jsonl"
+    patterns.write_text(json.dumps({"label": "CHEMICAL", "pattern": [{"LOWER": "zorbitol"}]}) + "\n", encoding="utf-8")
+    return names, patterns
+
+
+def test_the_ruler_and_table_are_added_and_everything_else_is_kept(tmp_path):
+    names, patterns = _inputs(tmp_path)
+    out = tmp_path / "out"
+    report = add_annotations(DEFAULT_PIPELINE, names, patterns, out)
+    assert report["annotations"]["patterns"] == 1 and report["annotations"]["wordings"] == 1
+    nlp = spacy.load(out)
+    ner = nlp.pipe_names.index("sapbert_ner")
+    assert nlp.pipe_names[ner + 1] == "entity_ruler" and nlp.pipe_names[-1] == "sapbert_linker"
+    default = Path(DEFAULT_PIPELINE)
+    assert _digests(out / "sapbert_ner") == _digests(default / "sapbert_ner")
+    for part in ("encoder", "index", "kb.jsonl.gz", "cfg.json"):
+        source, copy = default / "sapbert_linker" / part, out / "sapbert_linker" / part
+        assert (_digests(source) == _digests(copy)) if source.is_dir() else source.read_bytes() == copy.read_bytes()
+    doc = nlp("Patients were given zorbitol daily.")
+    found = {e.text: (e.label_, e.kb_id_) for e in doc.ents}
+    assert found["zorbitol"] == ("CHEMICAL", "D013012"), found
+    # done again on its own output: the ruler and table are replaced, not doubled
+    add_annotations(out, names, patterns, out)
+    again = spacy.load(out)
+    assert again.pipe_names.count("entity_ruler") == 1 and len(again.get_pipe("entity_ruler").patterns) == 1
+
+
+def test_bad_inputs_are_named(tmp_path):
+    names, patterns = _inputs(tmp_path)
+    patterns.write_text('{"label": "CHEMICAL", "pattern": "x"}\n{"pattern": "y"}\n', encoding="utf-8")
+    with pytest.raises(InputError, match="line 2"):
+        add_annotations(DEFAULT_PIPELINE, names, patterns, tmp_path / "out")
+    with pytest.raises(InputError, match="nowhere.json"):
+        add_annotations(DEFAULT_PIPELINE, tmp_path / "nowhere.json", patterns, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,101 @@
+"""``sapbert ner-dictionary``: the wordings annotators tag nearly every time they occur, as
+phrase patterns for spaCy's ``entity_ruler`` after the NER.
+
+The transformer NER misses common entities it has seen annotated many times ("oxygen",
+"glutamate", "tranylcypromine" on BC5CDR dev). A wording's *annotation rate* in the training
+corpora, the share of its free occurrences that annotators tagged, says how safe tagging it
+everywhere is: "haloperidol" is tagged at nearly every occurrence, "lead" or "deaths" at few.
+A wording becomes a pattern when it was tagged at least ``min_count`` times with one label,
+at a rate of at least ``min_rate``. Occurrences are counted on the pipeline's own tokens
+(``LOWER``, as the ruler's token patterns match), only in corpora that annotate the label (NCBI annotates no
+chemicals, so its chemicals do not count as untagged), and an occurrence inside a longer or
+overlapping annotated mention counts neither way (the ruler never overrides the NER's spans,
+so it cannot tag there either).
+"""
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any, Dict, List, Sequence, Tuple
+
+from spacy.language import Language
+from spacy.matcher import Matcher
+
+from ..corpora import read_pubtator
+from .data import BC5CDR_LABELS, NCBI_LABELS
+
+logger = logging.getLogger(__name__)
+
+LABEL_OF_TYPE: Dict[str, str] = {**BC5CDR_LABELS, **NCBI_LABELS}
+MIN_CHARACTERS = 3
+"""Shorter wordings ("K", "Ca", "PD") are abbreviations whose sense depends on the document."""
+
+
+def _annotated(nlp: Language, corpora: Sequence[Path]) -> Tuple[list, Dict[Tuple[str, ...], Counter]]:
+    """(doc, labels its corpus annotates, gold token spans) per document, and label counts per wording
+    (its tokens' lower-case forms)."""
+    docs, counts = [], defaultdict(Counter)
+    for path in corpora:
+        documents = list(read_pubtator(path))
+        labels = {LABEL_OF_TYPE[m.type] for d in documents for m in d.mentions if m.type in LABEL_OF_TYPE}
+        for document in documents:
+            doc = nlp.make_doc(document.text)
+            gold = []
+            for m in document.mentions:
+                span = doc.char_span(m.start, m.end) if m.type in LABEL_OF_TYPE else None
+                if span is not None:
+                    gold.append((span.start, span.end))
+                    if not any(t.is_space for t in span):
+                        counts[tuple(t.lower_ for t in span)][LABEL_OF_TYPE[m.type]] += 1
+            docs.append((doc, labels, gold))
+    return docs, counts
+
+
+def dictionary_patterns(nlp: Language, corpora: Sequence[Path], min_rate: float = 0.5, min_count: int = 2
+                        ) -> Tuple[List[Dict[str, Any]], Dict[str, object]]:
+    """The ``entity_ruler`` patterns and the counts behind them. Token patterns
+    (``{"label", "pattern": [{"LOWER": …}, …]}``), not phrase patterns: spaCy's ruler runs the
+    pipes before it over every phrase pattern when it loads, which here is the transformer NER."""
+    docs, counts = _annotated(nlp, corpora)
+    candidates: Dict[str, Tuple[str, Tuple[str, ...]]] = {}
+    for tokens, labels in counts.items():
+        label, count = labels.most_common(1)[0]
+        wording = " ".join(tokens)
+        if count >= min_count and count * 2 > sum(labels.values()) and len("".join(tokens)) >= MIN_CHARACTERS \
+                and any(ch.isalpha() for ch in wording):
+            candidates[wording] = (label, tokens)
+    matcher = Matcher(nlp.vocab)
+    for wording, (_, tokens) in candidates.items():
+        matcher.add(wording, [[{"LOWER": token} for token in tokens]])
+    tagged: Counter = Counter()
+    free: Counter = Counter()
+    for doc, labels, gold in docs:
+        exact = set(gold)
+        for key, start, end in matcher(doc):
+            wording = nlp.vocab.strings[key]
+            if candidates[wording][0] not in labels:
+                continue
+            if (start, end) in exact:
+                tagged[wording] += 1
+            elif not any(s < end and start < e for s, e in gold):
+                free[wording] += 1
+    patterns = []
+    for wording, (label, tokens) in sorted(candidates.items()):
+        seen = tagged[wording] + free[wording]
+        if seen and tagged[wording] / seen >= min_rate:
+            patterns.append({"label": label, "pattern": [{"LOWER": token} for token in tokens]})
+    report = {"corpora": [str(p) for p in corpora], "min_rate": min_rate, "min_count": min_count,
+              "wordings_tagged_often_enough": len(candidates), "patterns": len(patterns),
+              "per_label": dict(Counter(p["label"] for p in patterns))}
+    return patterns, report
+
+
+def write_patterns(path: Path, patterns: Sequence[Dict[str, Any]]) -> None:
+    from spacy_sapbert.util.atomic import atomic_write_text
+
+    atomic_write_text(path, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in patterns))
+
+
+__all__ = ["dictionary_patterns", "write_patterns", "MIN_CHARACTERS"]

@@ -1,0 +1,79 @@
+"""Give a built default pipeline what its training corpora's annotators did: an ``entity_ruler``
+after the NER with the wordings they tag nearly everywhere (``sapbert ner-dictionary``), and the
+linker's annotated-names table (``sapbert annotated-names``). Nothing is retrained or re-encoded:
+the NER, the encoder, the KB and the index are copied byte for byte.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Union
+
+from spacy_sapbert.errors import InputError
+from spacy_sapbert.linking.annotated_names import AnnotatedNames
+
+from .build import BUILD_FILE, MARKER_KEY, NER_PIPES, write_pipeline
+
+logger = logging.getLogger(__name__)
+PathLike = Union[str, Path]
+RULER = "entity_ruler"
+LINKER = "sapbert_linker"
+LINKER_KEPT = ("encoder", "index", "kb.jsonl.gz", "cfg.json")
+"""The linker's parts that stay byte for byte (the table is the one new file)."""
+
+
+def _patterns(path: Path) -> List[Dict[str, Any]]:
+    patterns = []
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            try:
+                pattern = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise InputError(f"line {number}: invalid JSON ({err})", path) from err
+            if not isinstance(pattern, dict) or not {"label", "pattern"} <= set(pattern):
+                raise InputError(f"line {number}: a pattern needs 'label' and 'pattern'", path, field="pattern")
+            patterns.append(pattern)
+    return patterns
+
+
+def add_annotations(pipeline: PathLike, names: PathLike, patterns: PathLike, output: PathLike,
+                    card_extra: str = "", overwrite: bool = False) -> Dict[str, Any]:
+    """Write ``pipeline`` with the ruler of ``patterns`` after its NER and the table ``names`` in its
+    linker to ``output`` (which may be ``pipeline`` itself); an earlier ruler or table is replaced."""
+    import spacy
+
+    started = time.perf_counter()
+    pipeline, names, patterns = Path(pipeline), Path(names), Path(patterns)
+    build_file = pipeline / BUILD_FILE
+    if not build_file.is_file():
+        raise InputError(f"not a packaged default pipeline ({BUILD_FILE} missing)", pipeline)
+    for path in (names, patterns):
+        if not path.is_file():
+            raise InputError("file not found", path)
+    report = {k: v for k, v in json.loads(build_file.read_text(encoding="utf-8")).items()
+              if k not in (MARKER_KEY, "size_mb", "components_mb")}
+    nlp = spacy.load(pipeline)
+    ner = next((n for n in nlp.pipe_names if n in NER_PIPES), None)
+    if ner is None or LINKER not in nlp.pipe_names:
+        raise InputError(f"needs a NER ({' or '.join(NER_PIPES)}) and a {LINKER}", pipeline)
+    table = AnnotatedNames.from_disk(names)
+    nlp.get_pipe(LINKER).annotated_table = table
+    if RULER in nlp.pipe_names:
+        nlp.remove_pipe(RULER)
+    ruler = nlp.add_pipe(RULER, after=ner, config={"overwrite_ents": False})
+    found = _patterns(patterns)
+    ruler.add_patterns(found)
+    report["annotations"] = {"annotated_names": str(names), "wordings": len(table),
+                             "former_ids": len(table.former_ids), "ruler_patterns": str(patterns),
+                             "patterns": len(found), "seconds": round(time.perf_counter() - started, 1)}
+    keep = [n for n in nlp.pipe_names if n not in (RULER, LINKER) and (pipeline / n).is_dir()]
+    keep += [f"{LINKER}/{part}" for part in LINKER_KEPT if (pipeline / LINKER / part).exists()]
+    write_pipeline(nlp, report, output, card_extra, overwrite, keep_from=pipeline, keep=keep)
+    logger.info("%s: %d ruler patterns after %s, %d annotated wordings in the linker", output, len(found), ner,
+                len(table))
+    return report
+
+
+__all__ = ["add_annotations"]
