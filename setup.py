@@ -53,6 +53,7 @@ setup(
         "spacy_factories": [
             "sapbert_linker = spacy_sapbert.pipes.linker:make_sapbert_linker",
             "abbreviation_entities = spacy_sapbert.pipes.abbreviations:make_abbreviation_entities",
+            "dictionary_entities = spacy_sapbert.pipes.dictionary:make_dictionary_entities",
             "sapbert_ner = spacy_sapbert.pipes.ner:make_sapbert_ner",
             "genbioel_linker = spacy_sapbert.pipes.genbioel:make_genbioel_linker",
         ],

@@ -21,7 +21,7 @@ def test_default_ner_tags_alone_and_ignores_a_linker_of_another_model(tmp_path):
     assert ("Hydroxychloroquine", "CHEMICAL") in [(TEXT[s:e], label) for s, e, label in expected]
 
     alone = spacy.load(DEFAULT_PIPELINE, exclude=["sapbert_linker"])
-    assert alone.pipe_names == ["sapbert_ner", "entity_ruler", "abbreviation_entities"]
+    assert alone.pipe_names == ["sapbert_ner", "dictionary_entities", "abbreviation_entities"]
     assert _entities(alone(TEXT)) == expected
 
     disabled = spacy.load(DEFAULT_PIPELINE, disable=["sapbert_linker"])

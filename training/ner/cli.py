@@ -166,13 +166,13 @@ def ner_gazetteer(
 
 def ner_dictionary(
     corpora: List[Path] = typer.Argument(..., help="PubTator training files (never the files you evaluate on)."),
-    output: Path = typer.Option(..., "--output", "-o", help="entity_ruler patterns to write (JSONL; new unless --overwrite)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Patterns to write (JSONL, entity_ruler's token patterns; new unless --overwrite)."),
     pipeline: Path = typer.Option(None, help="Pipeline whose tokenizer counts the occurrences (default: the embedded one)."),
     min_rate: float = typer.Option(0.5, help="Keep a wording tagged at least this share of its free occurrences."),
     min_count: int = typer.Option(2, help="... and tagged at least this many times with one label."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output when it exists."),
 ) -> None:
-    """Wordings the annotators tag nearly everywhere, as patterns for spaCy's entity_ruler after the NER."""
+    """Wordings the annotators tag nearly everywhere, as patterns for the dictionary_entities pipe after the NER."""
     import spacy
 
     from spacy_sapbert.default import DEFAULT_PIPELINE

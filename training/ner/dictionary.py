@@ -1,5 +1,5 @@
 """``sapbert ner-dictionary``: the wordings annotators tag nearly every time they occur, as
-phrase patterns for spaCy's ``entity_ruler`` after the NER.
+patterns for the ``dictionary_entities`` pipe after the NER (spaCy's ``entity_ruler`` reads them too).
 
 The transformer NER misses common entities it has seen annotated many times ("oxygen",
 "glutamate", "tranylcypromine" on BC5CDR dev). A wording's *annotation rate* in the training
@@ -55,7 +55,7 @@ def _annotated(nlp: Language, corpora: Sequence[Path]) -> Tuple[list, Dict[Tuple
 
 def dictionary_patterns(nlp: Language, corpora: Sequence[Path], min_rate: float = 0.5, min_count: int = 2
                         ) -> Tuple[List[Dict[str, Any]], Dict[str, object]]:
-    """The ``entity_ruler`` patterns and the counts behind them. Token patterns
+    """The patterns and the counts behind them. Token patterns
     (``{"label", "pattern": [{"LOWER": …}, …]}``), not phrase patterns: spaCy's ruler runs the
     pipes before it over every phrase pattern when it loads, which here is the transformer NER."""
     docs, counts = _annotated(nlp, corpora)

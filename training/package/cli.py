@@ -122,14 +122,14 @@ def package_kb(
 
 def package_annotations(
     names: Path = typer.Option(..., "--names", help="Annotated-names table (`sapbert annotated-names`)."),
-    patterns: Path = typer.Option(..., "--patterns", help="entity_ruler patterns (`sapbert ner-dictionary`)."),
+    patterns: Path = typer.Option(..., "--patterns", help="Dictionary patterns (`sapbert ner-dictionary`)."),
     pipeline: Path = typer.Option(Path("spacy_sapbert/data/default"), "--pipeline",
                                   help="The packaged default whose NER and linker are kept."),
     output: SwapOutputOption = ...,
     card: CardOption = None,
     overwrite: SwapOverwriteOption = False,
 ) -> None:
-    """Add the training annotations to a packaged default: an entity_ruler after the NER and the linker's
+    """Add the training annotations to a packaged default: the dictionary_entities pipe after the NER and the linker's
     annotated names; the NER, encoder, KB and index are copied byte for byte."""
     from .swap_annotations import add_annotations
 

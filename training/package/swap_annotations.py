@@ -1,4 +1,4 @@
-"""Give a built default pipeline what its training corpora's annotators did: an ``entity_ruler``
+"""Give a built default pipeline what its training corpora's annotators did: ``dictionary_entities``
 after the NER with the wordings they tag nearly everywhere (``sapbert ner-dictionary``), and the
 linker's annotated-names table (``sapbert annotated-names``). Nothing is retrained or re-encoded:
 the NER, the encoder, the KB and the index are copied byte for byte.
@@ -9,39 +9,27 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Union
+from typing import Any, Dict, Union
 
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.linking.annotated_names import AnnotatedNames
+from spacy_sapbert.pipes.dictionary import read_patterns
 
 from .build import BUILD_FILE, MARKER_KEY, NER_PIPES, write_pipeline
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
-RULER = "entity_ruler"
+RULER = "dictionary_entities"
 LINKER = "sapbert_linker"
 LINKER_KEPT = ("encoder", "index", "kb.jsonl.gz", "cfg.json")
 """The linker's parts that stay byte for byte (the table is the one new file)."""
 
 
-def _patterns(path: Path) -> List[Dict[str, Any]]:
-    patterns = []
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            try:
-                pattern = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise InputError(f"line {number}: invalid JSON ({err})", path) from err
-            if not isinstance(pattern, dict) or not {"label", "pattern"} <= set(pattern):
-                raise InputError(f"line {number}: a pattern needs 'label' and 'pattern'", path, field="pattern")
-            patterns.append(pattern)
-    return patterns
-
-
 def add_annotations(pipeline: PathLike, names: PathLike, patterns: PathLike, output: PathLike,
                     card_extra: str = "", overwrite: bool = False) -> Dict[str, Any]:
-    """Write ``pipeline`` with the ruler of ``patterns`` after its NER and the table ``names`` in its
-    linker to ``output`` (which may be ``pipeline`` itself); an earlier ruler or table is replaced."""
+    """Write ``pipeline`` with the dictionary of ``patterns`` after its NER and the table ``names`` in its
+    linker to ``output`` (which may be ``pipeline`` itself); an earlier dictionary or table is replaced
+    (an ``entity_ruler`` an earlier version added too)."""
     import spacy
 
     started = time.perf_counter()
@@ -60,10 +48,11 @@ def add_annotations(pipeline: PathLike, names: PathLike, patterns: PathLike, out
         raise InputError(f"needs a NER ({' or '.join(NER_PIPES)}) and a {LINKER}", pipeline)
     table = AnnotatedNames.from_disk(names)
     nlp.get_pipe(LINKER).annotated_table = table
-    if RULER in nlp.pipe_names:
-        nlp.remove_pipe(RULER)
-    ruler = nlp.add_pipe(RULER, after=ner, config={"overwrite_ents": False})
-    found = _patterns(patterns)
+    for name in (RULER, "entity_ruler"):
+        if name in nlp.pipe_names:
+            nlp.remove_pipe(name)
+    ruler = nlp.add_pipe(RULER, after=ner)
+    found = read_patterns(patterns)
     ruler.add_patterns(found)
     report["annotations"] = {"annotated_names": str(names), "wordings": len(table),
                              "former_ids": len(table.former_ids), "ruler_patterns": str(patterns),

@@ -35,7 +35,7 @@ def test_the_ruler_and_table_are_added_and_everything_else_is_kept(tmp_path):
     assert report["annotations"]["patterns"] == 1 and report["annotations"]["wordings"] == 1
     nlp = spacy.load(out)
     ner = nlp.pipe_names.index("sapbert_ner")
-    assert nlp.pipe_names[ner + 1] == "entity_ruler" and nlp.pipe_names[-1] == "sapbert_linker"
+    assert nlp.pipe_names[ner + 1] == "dictionary_entities" and nlp.pipe_names[-1] == "sapbert_linker"
     default = Path(DEFAULT_PIPELINE)
     assert _digests(out / "sapbert_ner") == _digests(default / "sapbert_ner")
     for part in ("encoder", "index", "kb.jsonl.gz", "cfg.json"):
@@ -47,13 +47,15 @@ def test_the_ruler_and_table_are_added_and_everything_else_is_kept(tmp_path):
     # done again on its own output: the ruler and table are replaced, not doubled
     add_annotations(out, names, patterns, out)
     again = spacy.load(out)
-    assert again.pipe_names.count("entity_ruler") == 1 and len(again.get_pipe("entity_ruler").patterns) == 1
+    assert again.pipe_names.count("dictionary_entities") == 1
+    assert len(again.get_pipe("dictionary_entities").patterns) == 1
+    assert "entity_ruler" not in again.pipe_names
 
 
 def test_bad_inputs_are_named(tmp_path):
     names, patterns = _inputs(tmp_path)
-    patterns.write_text('{"label": "CHEMICAL", "pattern": "x"}\n{"pattern": "y"}\n', encoding="utf-8")
-    with pytest.raises(InputError, match="line 2"):
+    patterns.write_text('{"label": "CHEMICAL", "pattern": [{"LOWER": "x"}]}\n{"pattern": "y"}\n', encoding="utf-8")
+    with pytest.raises(InputError, match="patterns.jsonl:2"):
         add_annotations(DEFAULT_PIPELINE, names, patterns, tmp_path / "out")
     with pytest.raises(InputError, match="nowhere.json"):
         add_annotations(DEFAULT_PIPELINE, tmp_path / "nowhere.json", patterns, tmp_path / "out")

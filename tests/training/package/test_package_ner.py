@@ -45,7 +45,7 @@ def test_replace_ner_keeps_the_linker_and_records_the_new_ner(ner_pipeline, tmp_
     assert report["ner_pipe"] == "sapbert_ner" and report["ner_shares_word_embeddings"] is False
     assert _digests(out / "sapbert_linker") == _digests(Path(DEFAULT_PIPELINE) / "sapbert_linker")
     nlp = spacy.load(out)
-    assert nlp.pipe_names == ["sapbert_ner", "entity_ruler", "abbreviation_entities", "sapbert_linker"]
+    assert nlp.pipe_names == ["sapbert_ner", "dictionary_entities", "abbreviation_entities", "sapbert_linker"]
     nlp("She had a heart attack.")  # runs end to end
     build = json.loads((out / "build.json").read_text())
     assert build["sapbert_package"] and build["ner"] == str(ner_pipeline)

@@ -1,0 +1,65 @@
+"""``dictionary_entities``: listed wordings become entities, after the NER, never over its spans."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import spacy
+from spacy.tokens import Span
+
+from spacy_sapbert.errors import InputError
+
+PATTERNS = [{"label": "CHEMICAL", "pattern": [{"LOWER": "oxygen"}]},
+            {"label": "DISEASE", "pattern": [{"LOWER": "heart"}, {"LOWER": "failure"}]},
+            {"label": "DISEASE", "pattern": [{"LOWER": "acute"}, {"LOWER": "heart"}, {"LOWER": "failure"}]},
+            {"label": "CHEMICAL", "pattern": [{"LOWER": "lithium"}]}]
+TEXT = "Oxygen for acute heart failure; lithium carbonate and lithium."
+
+
+def _with_ner_span(nlp):
+    """Stands for the NER: "lithium carbonate" is already an entity."""
+    def ner(doc):
+        doc.ents = [Span(doc, 6, 8, label="CHEMICAL")]
+        return doc
+    return ner
+
+
+def test_matches_fill_only_free_tokens_and_the_longest_wins(tmp_path):
+    nlp = spacy.blank("en")
+    pipe = nlp.add_pipe("dictionary_entities")
+    pipe.add_patterns(PATTERNS)
+    doc = _with_ner_span(nlp)(nlp.make_doc(TEXT))
+    doc = pipe(doc)
+    assert [(e.text, e.label_) for e in doc.ents] == [
+        ("Oxygen", "CHEMICAL"), ("acute heart failure", "DISEASE"), ("lithium carbonate", "CHEMICAL"),
+        ("lithium", "CHEMICAL")]
+    assert pipe.labels == ("CHEMICAL", "DISEASE")
+
+    # the same file gives spaCy's entity_ruler (overwrite_ents false) the same entities
+    nlp.to_disk(tmp_path / "p")
+    assert json.loads((tmp_path / "p" / "dictionary_entities" / "patterns.jsonl").read_text().splitlines()[0]) == \
+        PATTERNS[0]
+    ruler_nlp = spacy.blank("en")
+    ruler = ruler_nlp.add_pipe("entity_ruler", config={"overwrite_ents": False})
+    ruler.from_disk(tmp_path / "p" / "dictionary_entities" / "patterns.jsonl")
+    assert [(e.text, e.label_) for e in ruler(_with_ner_span(ruler_nlp)(ruler_nlp.make_doc(TEXT))).ents] == \
+        [(e.text, e.label_) for e in doc.ents]
+
+    loaded = spacy.load(tmp_path / "p")
+    again = loaded.get_pipe("dictionary_entities")(_with_ner_span(loaded)(loaded.make_doc(TEXT)))
+    assert [(e.text, e.label_) for e in again.ents] == [(e.text, e.label_) for e in doc.ents]
+
+
+def test_bad_patterns_are_named_by_file_and_line(tmp_path):
+    nlp = spacy.blank("en")
+    pipe = nlp.add_pipe("dictionary_entities")
+    with pytest.raises(InputError, match="LOWER"):
+        pipe.add_patterns([{"label": "X", "pattern": "phrase patterns are not read"}])
+    folder = tmp_path / "p"
+    folder.mkdir()
+    (folder / "patterns.jsonl").write_text(json.dumps(PATTERNS[0]) + "\n{not json\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"patterns.jsonl:2: invalid JSON"):
+        pipe.from_disk(folder)
+    (folder / "patterns.jsonl").write_text(json.dumps({"label": "", "pattern": [{"LOWER": "x"}]}) + "\n")
+    with pytest.raises(InputError, match=r"patterns.jsonl:1: field 'pattern'"):
+        pipe.from_disk(folder)
