@@ -31,13 +31,13 @@ from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Uni
 
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.kb.normalize import normalize
+from spacy_sapbert.linking.linker import Candidates
 from spacy_sapbert.util.jsonfile import read_json_object
 
 logger = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 FILE_NAME = "annotated_names.json"
-Candidates = List[Tuple[str, float]]
 
 
 class AnnotatedNames:

@@ -169,7 +169,8 @@ def ner_dictionary(
     output: Path = typer.Option(..., "--output", "-o", help="Patterns to write (JSONL, entity_ruler's token patterns; new unless --overwrite)."),
     pipeline: Path = typer.Option(None, help="Pipeline whose tokenizer counts the occurrences (default: the embedded one)."),
     min_rate: float = typer.Option(0.5, help="Keep a wording tagged at least this share of its free occurrences."),
-    min_count: int = typer.Option(2, help="... and tagged at least this many times with one label."),
+    min_count: int = typer.Option(1, help="... and tagged at least this many times with one label (1 and 2 "
+                                   "measured in docs/ner.md)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output when it exists."),
 ) -> None:
     """Wordings the annotators tag nearly everywhere, as patterns for the dictionary_entities pipe after the NER."""

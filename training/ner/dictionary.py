@@ -53,7 +53,7 @@ def _annotated(nlp: Language, corpora: Sequence[Path]) -> Tuple[list, Dict[Tuple
     return docs, counts
 
 
-def dictionary_patterns(nlp: Language, corpora: Sequence[Path], min_rate: float = 0.5, min_count: int = 2
+def dictionary_patterns(nlp: Language, corpora: Sequence[Path], min_rate: float = 0.5, min_count: int = 1
                         ) -> Tuple[List[Dict[str, Any]], Dict[str, object]]:
     """The patterns and the counts behind them. Token patterns
     (``{"label", "pattern": [{"LOWER": …}, …]}``), not phrase patterns: spaCy's ruler runs the

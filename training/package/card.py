@@ -67,7 +67,7 @@ def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") ->
             " Its word-piece table, kept frozen in training, is the linker encoder's and is stored once."
             if report.get("ner_shares_word_embeddings") else ""),
         *([f"- `dictionary_entities`: {report['annotations']['patterns']:,} wordings that BC5CDR and NCBI train annotators "
-           "tagged at least twice, at half or more of their free occurrences (`sapbert ner-dictionary`); it adds only "
+           "tagged (with one label) at half or more of their free occurrences (`sapbert ner-dictionary`); it adds only "
            "spans that overlap none of the NER's."] if report.get("annotations") else []),
         "- `abbreviation_entities`: scispaCy's AbbreviationDetector; short forms take their long form's label, and "
         "the linker links the long form.",
