@@ -6,7 +6,7 @@ through it the NER and KB swaps) calls :func:`model_card` on the report it has.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 LICENCES = "\n".join([
     "Code: Apache-2.0. Encoder: fine-tuned from sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0).",
@@ -55,8 +55,24 @@ def _threshold_sentence(report: Dict[str, Any], cal: Dict[str, Any]) -> str:
             + f"; {cal['threshold']} gives {100 * cal['precision']:.0f}% link precision (see Calibration).")
 
 
+def _annotation_parts(report: Dict[str, Any]) -> Tuple[List[str], str, str]:
+    """(the dictionary pipe's line, the linker's last-stage sentence, the build line) of a default that
+    has the training annotations (``sapbert package-annotations``), else nothing."""
+    found = report.get("annotations")
+    if not found:
+        return [], "", ""
+    return ([f"- `dictionary_entities`: {found['patterns']:,} wordings that BC5CDR and NCBI train annotators tagged "
+             "(with one label) at half or more of their free occurrences (`sapbert ner-dictionary`); it adds only "
+             "spans that overlap none of the NER's."],
+            f" Last stage: the annotated names of {found['wordings']:,} training wordings (BC5CDR and NCBI train: a "
+            "span with an annotated wording gets its most annotated concept first; "
+            f"{found['former_ids']} MeSH 2015 IDs matched to their 2024 concepts).",
+            "\nspacy project run annotations && spacy project run package-annotations")
+
+
 def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") -> str:
     pq, cal = report.get("pq_vs_exact", {}), report.get("calibration")
+    dictionary, annotated, build_annotations = _annotation_parts(report)
     lines: List[str] = [
         f"# {meta['name']} {meta['version']} — the embedded default pipeline of spacy-sapbert", "",
         "`spacy_sapbert.load()` (or `spacy.load(spacy_sapbert.DEFAULT_PIPELINE)`) gives this pipeline; "
@@ -66,9 +82,7 @@ def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") ->
             f" Its encoder keeps the first {report['ner_layers']} layers." if report.get("ner_layers") else "") + (
             " Its word-piece table, kept frozen in training, is the linker encoder's and is stored once."
             if report.get("ner_shares_word_embeddings") else ""),
-        *([f"- `dictionary_entities`: {report['annotations']['patterns']:,} wordings that BC5CDR and NCBI train annotators "
-           "tagged (with one label) at half or more of their free occurrences (`sapbert ner-dictionary`); it adds only "
-           "spans that overlap none of the NER's."] if report.get("annotations") else []),
+        *dictionary,
         "- `abbreviation_entities`: scispaCy's AbbreviationDetector; short forms take their long form's label, and "
         "the linker links the long form.",
         f"- `sapbert_linker`: all-MiniLM-L6-v2 fine-tuned by self-alignment (Multi-Similarity loss, online hard "
@@ -80,16 +94,12 @@ def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") ->
         f"({report['index_params']['pq_m']} bytes per name)" + (
             f"; the candidates within {report['rescore_gap']:g} of a span's best score are scored exactly by "
             "encoding their names (`rescore_gap`)" if report.get("rescore_gap") is not None else "") + "." + (
-            _threshold_sentence(report, cal) if cal else "") + (
-            f" Last stage: the annotated names of {report['annotations']['wordings']:,} training wordings (BC5CDR and "
-            "NCBI train: a span with an annotated wording gets its most annotated concept first; "
-            f"{report['annotations']['former_ids']} MeSH 2015 IDs matched to their 2024 concepts)."
-            if report.get("annotations") else ""), "",
+            _threshold_sentence(report, cal) if cal else "") + annotated, "",
         "## Build", "",
         "```bash\nspacy project run kb && spacy project run ner\n"
         "spacy project run default-finetune && spacy project run package" + (
             "\nspacy project run kb-train && spacy project run package-kb" if "kb_swap_seconds" in report else "")
-        + "\n```", "",
+        + build_annotations + "\n```", "",
         f"Encoding the KB's names took {report['encode_seconds']:.0f} s ({report['names_per_second']:.0f} names/s); "
         f"the whole build {report['seconds']:.0f} s" + (
             " (later swaps: " + "; ".join(f"the {part}, {report[key]:.0f} s" for part, key in
