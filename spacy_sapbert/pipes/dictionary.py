@@ -60,10 +60,12 @@ def read_patterns(path: Union[str, Path]) -> List[Pattern]:
 
 
 class DictionaryEntities:
-    """Adds an entity for each listed wording that overlaps none of ``doc.ents``."""
+    """Adds an entity for each listed wording that overlaps none of ``doc.ents``; with ``extend``,
+    also one that covers entities whole and is longer ("high blood pressure" over a NER's "high")."""
 
-    def __init__(self, nlp: Language, name: str = "dictionary_entities") -> None:
+    def __init__(self, nlp: Language, name: str = "dictionary_entities", extend: bool = False) -> None:
         self.name = name
+        self.extend = extend
         self.vocab = nlp.vocab
         self.patterns: List[Pattern] = []
         self.matcher = PhraseMatcher(nlp.vocab, attr="LOWER")
@@ -79,11 +81,22 @@ class DictionaryEntities:
             self.patterns.append(pattern)
 
     def __call__(self, doc: Doc) -> Doc:
-        taken = {i for ent in doc.ents for i in range(ent.start, ent.end)}
-        found = [Span(doc, start, end, label=key) for key, start, end in self.matcher(doc)
-                 if not any(i in taken for i in range(start, end))]
+        ents = list(doc.ents)
+        owner = {i: n for n, ent in enumerate(ents) for i in range(ent.start, ent.end)}
+
+        def under(span: Span) -> set:
+            return {owner[i] for i in range(span.start, span.end) if i in owner}
+
+        def admissible(span: Span) -> bool:
+            covered = under(span)
+            return not covered or (self.extend and len(span) > max(len(ents[n]) for n in covered) and all(
+                span.start <= ents[n].start and ents[n].end <= span.end for n in covered))
+
+        found = filter_spans([span for span in (Span(doc, start, end, label=key)
+                                                for key, start, end in self.matcher(doc)) if admissible(span)])
+        replaced = set().union(*(under(span) for span in found)) if found else set()
         if found:
-            doc.set_ents(filter_spans(found), default="unmodified")
+            doc.set_ents([e for n, e in enumerate(ents) if n not in replaced] + found)
         return doc
 
     def pipe(self, stream: Iterable[Doc], batch_size: int = 128) -> Iterable[Doc]:
@@ -103,10 +116,11 @@ class DictionaryEntities:
         return self
 
 
-@Language.factory("dictionary_entities", assigns=["doc.ents"])
-def make_dictionary_entities(nlp: Language, name: str) -> DictionaryEntities:
-    """The pipe, empty; ``add_patterns`` or ``from_disk`` fills it."""
-    return DictionaryEntities(nlp, name)
+@Language.factory("dictionary_entities", default_config={"extend": False}, assigns=["doc.ents"])
+def make_dictionary_entities(nlp: Language, name: str, extend: bool) -> DictionaryEntities:
+    """The pipe, empty (``add_patterns`` or ``from_disk`` fills it); ``extend``: a listed wording
+    may also replace entities it covers whole and outgrows."""
+    return DictionaryEntities(nlp, name, extend)
 
 
 __all__ = ["DictionaryEntities", "make_dictionary_entities", "read_patterns", "check_pattern", "PATTERNS_FILE"]

@@ -63,3 +63,27 @@ def test_bad_patterns_are_named_by_file_and_line(tmp_path):
     (folder / "patterns.jsonl").write_text(json.dumps({"label": "", "pattern": [{"LOWER": "x"}]}) + "\n")
     with pytest.raises(InputError, match=r"patterns.jsonl:1: field 'pattern'"):
         pipe.from_disk(folder)
+
+
+def test_extend_lets_a_longer_wording_replace_the_entities_it_covers_whole():
+    patterns = [{"label": "DISEASE", "pattern": [{"LOWER": "high"}, {"LOWER": "blood"}, {"LOWER": "pressure"}]},
+                {"label": "CHEMICAL", "pattern": [{"LOWER": "blood"}]},
+                {"label": "DISEASE", "pattern": [{"LOWER": "pressure"}, {"LOWER": "ulcers"}]}]
+    found = {}
+    for extend in (False, True):
+        nlp = spacy.blank("en")
+        pipe = nlp.add_pipe("dictionary_entities", config={"extend": extend})
+        pipe.add_patterns(patterns)
+        # the NER stands for: "high" (inside the longer wording) and "ulcers" (crossed by "pressure ulcers")
+        doc = nlp.make_doc("high blood pressure and pressure ulcers")
+        doc.ents = [Span(doc, 0, 1, label="DISEASE"), Span(doc, 5, 6, label="DISEASE")]
+        found[extend] = [(e.text, e.label_) for e in pipe(doc).ents]
+    assert found[False] == [("high", "DISEASE"), ("blood", "CHEMICAL"), ("ulcers", "DISEASE")]
+    # "pressure ulcers" covers "ulcers" whole and is longer: it replaces it too
+    assert found[True] == [("high blood pressure", "DISEASE"), ("pressure ulcers", "DISEASE")]
+    nlp = spacy.blank("en")
+    nlp.add_pipe("dictionary_entities", config={"extend": True}).add_patterns(patterns[:1])
+    doc = nlp.make_doc("high blood pressure")
+    doc.ents = [Span(doc, 0, 3, label="CHEMICAL")]
+    assert [(e.text, e.label_) for e in nlp.get_pipe("dictionary_entities")(doc).ents] == [
+        ("high blood pressure", "CHEMICAL")]  # a wording no longer than the entity changes nothing

@@ -62,8 +62,9 @@ def _annotation_parts(report: Dict[str, Any]) -> Tuple[List[str], str, str]:
     if not found:
         return [], "", ""
     return ([f"- `dictionary_entities`: {found['patterns']:,} wordings that BC5CDR and NCBI train annotators tagged "
-             "(with one label) at half or more of their free occurrences (`sapbert ner-dictionary`); it adds only "
-             "spans that overlap none of the NER's."],
+             "(with one label) at half or more of their free occurrences (`sapbert ner-dictionary`); it adds "
+             "spans that overlap none of the NER's" + (", and a wording that covers NER entities whole and is "
+                                                      "longer replaces them" if found.get("extend") else "") + "."],
             f" Last stage: the annotated names of {found['wordings']:,} training wordings (BC5CDR and NCBI train: a "
             "span with an annotated wording gets its most annotated concept first; "
             f"{found['former_ids']} MeSH 2015 IDs matched to their 2024 concepts).",

@@ -128,6 +128,8 @@ def package_annotations(
     output: SwapOutputOption = ...,
     card: CardOption = None,
     overwrite: SwapOverwriteOption = False,
+    extend: bool = typer.Option(True, "--extend/--no-extend", help="Let a listed wording also replace NER "
+                                "entities it covers whole and outgrows (\"high blood pressure\" over \"high\")."),
 ) -> None:
     """Add the training annotations to a packaged default: the dictionary_entities pipe after the NER and the linker's
     annotated names; the NER, encoder, KB and index are copied byte for byte."""
@@ -135,7 +137,8 @@ def package_annotations(
 
     with exit_on_input_error():
         extra = card.read_text(encoding="utf-8") if card else ""
-        report = add_annotations(pipeline, names, patterns, output, card_extra=extra, overwrite=overwrite)
+        report = add_annotations(pipeline, names, patterns, output, card_extra=extra, overwrite=overwrite,
+                                 extend=extend)
     typer.echo(json.dumps(report, indent=1))
 
 

@@ -26,10 +26,11 @@ LINKER_KEPT = ("encoder", "index", "kb.jsonl.gz", "cfg.json")
 
 
 def add_annotations(pipeline: PathLike, names: PathLike, patterns: PathLike, output: PathLike,
-                    card_extra: str = "", overwrite: bool = False) -> Dict[str, Any]:
+                    card_extra: str = "", overwrite: bool = False, extend: bool = True) -> Dict[str, Any]:
     """Write ``pipeline`` with the dictionary of ``patterns`` after its NER and the table ``names`` in its
     linker to ``output`` (which may be ``pipeline`` itself); an earlier dictionary or table is replaced
-    (an ``entity_ruler`` an earlier version added too)."""
+    (an ``entity_ruler`` an earlier version added too). ``extend``: the dictionary may also replace NER
+    entities a longer listed wording covers whole (measured better on BC5CDR dev: docs/ner.md)."""
     import spacy
 
     started = time.perf_counter()
@@ -51,12 +52,12 @@ def add_annotations(pipeline: PathLike, names: PathLike, patterns: PathLike, out
     for name in (RULER, "entity_ruler"):
         if name in nlp.pipe_names:
             nlp.remove_pipe(name)
-    ruler = nlp.add_pipe(RULER, after=ner)
+    ruler = nlp.add_pipe(RULER, after=ner, config={"extend": extend})
     found = read_patterns(patterns)
     ruler.add_patterns(found)
     report["annotations"] = {"annotated_names": str(names), "wordings": len(table),
                              "former_ids": len(table.former_ids), "ruler_patterns": str(patterns),
-                             "patterns": len(found), "seconds": round(time.perf_counter() - started, 1)}
+                             "patterns": len(found), "extend": extend, "seconds": round(time.perf_counter() - started, 1)}
     keep = [n for n in nlp.pipe_names if n not in (RULER, LINKER) and (pipeline / n).is_dir()]
     keep += [f"{LINKER}/{part}" for part in LINKER_KEPT if (pipeline / LINKER / part).exists()]
     write_pipeline(nlp, report, output, card_extra, overwrite, keep_from=pipeline, keep=keep)
