@@ -32,6 +32,18 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+def _training_names(corpora: Sequence[Path]) -> Tuple[list, List[Tuple[str, str, str]]]:
+    """The corpora's queries (abbreviations expanded) and the (gold ID, normalised name, type) they
+    contribute, as the evaluation's dictionary takes them: the one reading of training mentions
+    that the KB names and the annotated-names table share."""
+    from .evaluation.datasets import training_names
+    from .evaluation.queries import AbbreviationExpander, load_queries
+
+    expander = AbbreviationExpander()
+    queries = [q for path in corpora for q in load_queries(path, expander=expander)]
+    return queries, training_names(queries)
+
+
 def add_training_mentions(kb: KnowledgeBase, corpora: Sequence[Path], keep_kb_senses: bool = True
                           ) -> Tuple[KnowledgeBase, Dict[str, Any]]:
     """``kb`` with the mentions of the PubTator ``corpora`` as names of their gold concepts, and counts.
@@ -41,12 +53,9 @@ def add_training_mentions(kb: KnowledgeBase, corpora: Sequence[Path], keep_kb_se
     Acute Kidney Injury or an older supplementary ID of a drug MeSH now has as a descriptor, would
     otherwise tie with the vocabulary's own sense and make the linker abstain on it), and a name
     new to the KB goes to the concept most of its mentions have (none on a tie)."""
-    from .evaluation.datasets import add_names, training_names
-    from .evaluation.queries import AbbreviationExpander, load_queries
+    from .evaluation.datasets import add_names
 
-    expander = AbbreviationExpander()
-    queries = [q for path in corpora for q in load_queries(path, expander=expander)]
-    names = training_names(queries)
+    queries, names = _training_names(corpora)
     kept, skipped = (_keep_kb_senses(kb, names) if keep_kb_senses else (names, {}))
     extended = add_names(kb, kept, f"{kb.name}+train")
     report = {"kb": kb.name, "corpora": [str(p) for p in corpora], "mentions_with_ids": len(queries),
@@ -119,12 +128,7 @@ def annotated_names_from_corpora(corpora: Sequence[Path], kb: Optional[Knowledge
     with ``kb``, also the crosswalk of the annotated IDs it lacks (``AnnotatedNames.crosswalk``)."""
     from spacy_sapbert.linking.annotated_names import AnnotatedNames
 
-    from .evaluation.datasets import training_names
-    from .evaluation.queries import AbbreviationExpander, load_queries
-
-    expander = AbbreviationExpander()
-    queries = [q for path in corpora for q in load_queries(path, expander=expander)]
-    table = AnnotatedNames.from_pairs((gid, name) for gid, name, _ in training_names(queries))
+    table = AnnotatedNames.from_pairs((gid, name) for gid, name, _ in _training_names(corpora)[1])
     if kb is not None:
         table.crosswalk(kb)
     return table

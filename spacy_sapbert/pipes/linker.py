@@ -214,9 +214,10 @@ class SapBertLinker(Pipe):
                 spans = [span for spans_of_doc, _, _ in queries_per_doc for span in spans_of_doc]
                 ranked = reranking.apply(span_contexts(spans, flat), self.linker.named_candidates(flat, types))
                 results = [self.linker.select(r.candidates, calibrate=not r.probabilities) for r in ranked]
-            if self.annotated_table is not None:
-                results = self.annotated_table.apply(flat, types, results, self.linker.threshold,
-                                                     self.linker.max_entities_per_mention)
+            annotated = self.annotated_table
+            if annotated is not None:
+                results = annotated.apply(flat, types, results, self.linker.threshold,
+                                          self.linker.max_entities_per_mention)
         out, offset = [], 0
         for _, queries, _ in queries_per_doc:
             out.append(results[offset:offset + len(queries)])

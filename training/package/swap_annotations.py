@@ -28,8 +28,8 @@ LINKER_KEPT = ("encoder", "index", "kb.jsonl.gz", "cfg.json")
 def add_annotations(pipeline: PathLike, names: PathLike, patterns: PathLike, output: PathLike,
                     card_extra: str = "", overwrite: bool = False, extend: bool = True) -> Dict[str, Any]:
     """Write ``pipeline`` with the dictionary of ``patterns`` after its NER and the table ``names`` in its
-    linker to ``output`` (which may be ``pipeline`` itself); an earlier dictionary or table is replaced
-    (an ``entity_ruler`` an earlier version added too). ``extend``: the dictionary may also replace NER
+    linker to ``output`` (which may be ``pipeline`` itself); an earlier dictionary or table is replaced,
+    any other pipe (a user's own ``entity_ruler`` too) is kept. ``extend``: the dictionary may also replace NER
     entities a longer listed wording covers whole (measured better on BC5CDR dev: docs/ner.md)."""
     import spacy
 
@@ -49,9 +49,8 @@ def add_annotations(pipeline: PathLike, names: PathLike, patterns: PathLike, out
         raise InputError(f"needs a NER ({' or '.join(NER_PIPES)}) and a {LINKER}", pipeline)
     table = AnnotatedNames.from_disk(names)
     nlp.get_pipe(LINKER).annotated_table = table
-    for name in (RULER, "entity_ruler"):
-        if name in nlp.pipe_names:
-            nlp.remove_pipe(name)
+    if RULER in nlp.pipe_names:
+        nlp.remove_pipe(RULER)
     ruler = nlp.add_pipe(RULER, after=ner, config={"extend": extend})
     found = read_patterns(patterns)
     ruler.add_patterns(found)

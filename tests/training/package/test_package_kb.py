@@ -140,3 +140,21 @@ def test_replace_kb_fits_the_calibration_again_on_the_new_kb(tiny_bert, tmp_path
     assert isinstance(linker.calibration, Calibration)
     card = (package / "README.md").read_text()
     assert "## Calibration" in card and "a test KB" in card and f"threshold is {fitted['threshold']}" in card
+
+
+def test_annotation_commands_write_new_files_from_the_training_mentions_and_never_overwrite(tmp_path):
+    names, patterns = tmp_path / "names.json", tmp_path / "patterns.jsonl"
+    for command, out in (["annotated-names", str(TRAIN), "--kb", str(KB), "-o", str(names)], names), \
+                        (["ner-dictionary", str(TRAIN), "-o", str(patterns)], patterns):
+        result = CliRunner().invoke(_app(), command)
+        assert result.exit_code == 0, result.output
+        before = out.read_bytes()
+        again = CliRunner().invoke(_app(), command)
+        assert again.exit_code == 2 and "nothing is overwritten unasked" in again.output
+        assert out.read_bytes() == before
+    from spacy_sapbert.linking.annotated_names import AnnotatedNames
+
+    table = AnnotatedNames.from_disk(names).for_kb(KnowledgeBase.from_jsonl(KB))
+    assert table.lookup("heart attacks") == ("D009203", pytest.approx(2 / 3))  # one mention, one vote
+    wordings = {" ".join(t["LOWER"] for t in json.loads(line)["pattern"]) for line in patterns.open()}
+    assert "heart attacks" in wordings
