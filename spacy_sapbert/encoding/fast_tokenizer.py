@@ -57,7 +57,14 @@ class FastTokenizer:
         return [e.ids for e in self._tokenizer.encode_batch(list(words), add_special_tokens=False)]
 
     def special_ids(self) -> Tuple[int, int]:
-        """(start, end) token ids around one sequence: [CLS] and [SEP] for BERT vocabularies."""
+        """(start, end) token ids around one sequence, as the tokenizer's own post-processor adds them
+        ([CLS]/[SEP] for BERT; <s>/</s> for MPNet, whose vocabulary also lists an unused [CLS])."""
+        if self._max_length is not None:
+            self._tokenizer.no_truncation()
+            self._max_length = None
+        added = self._tokenizer.encode("", add_special_tokens=True).ids
+        if len(added) == 2:
+            return int(added[0]), int(added[1])
         start, end = self._token_id(("[CLS]", "<s>")), self._token_id(("[SEP]", "</s>"))
         if start is None or end is None:
             raise ValueError(f"{self.folder / TOKENIZER_FILE}: no [CLS]/[SEP] (or <s>/</s>) token")

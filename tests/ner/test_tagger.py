@@ -320,3 +320,21 @@ def test_spans_lose_stray_punctuation_at_their_edges(nlp):
     only = [0] * len(doc)
     only[1] = b                                              # a span of "(" alone disappears
     assert scheme.spans(doc, only) == []
+
+
+def test_special_ids_are_the_ones_the_tokenizer_adds(tmp_path):
+    """MPNet's vocabulary lists BERT's [CLS]/[SEP] too, but wraps a sequence in <s> … </s>: windows
+    must start and end with what the model was trained with."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+    from spacy_sapbert.encoding.fast_tokenizer import FastTokenizer
+
+    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "[UNK]": 3, "[CLS]": 4, "[SEP]": 5, "acid": 6}
+    tokenizer = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.post_processor = processors.TemplateProcessing(single="<s> $A </s>", special_tokens=[("<s>", 0),
+                                                                                                    ("</s>", 2)])
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    fast = FastTokenizer(tmp_path, None)
+    assert fast.special_ids() == (0, 2)
+    assert fast.pad_token_id == 1 and fast.word_pieces(["acid"]) == [[6]]

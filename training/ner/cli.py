@@ -74,6 +74,11 @@ def ner_train(
     parts: bool = typer.Option(
         False, help="Train on every part of the corpus folder's parts.json (`ner-data --extra`), each with partial "
                     "labels: a token a part leaves unlabelled may still be of a label the part does not annotate."),
+    teacher: Optional[Path] = typer.Option(
+        None, help="A teacher's soft_labels.safetensors (`sapbert ner-teacher-fit`): learn its probabilities too."),
+    distil_weight: float = typer.Option(0.5, help="Share of the loss taken from the teacher's probabilities."),
+    teacher_text: List[str] = typer.Option(
+        [], "--teacher-text", help="Unlabelled part of the teacher's file to learn from the teacher alone ('all')."),
     resume: bool = typer.Option(False, help="Continue from the newest checkpoint in --run-dir."),
 ) -> None:
     """Fine-tune the transformer NER (MiniLM + KB-name features) with early stopping on dev."""
@@ -85,7 +90,8 @@ def ner_train(
         config = NerConfig(base_model=base_model, epochs=epochs, patience=patience, batch_size=batch_size,
                            grad_accum=grad_accum, lr=lr, head_lr=head_lr, warmup_steps=warmup_steps,
                            max_pieces=max_pieces, freeze_embeddings=freeze_embeddings, layers=layers, shapes=shapes,
-                           device=device, amp=amp, seed=seed, num_threads=num_threads)
+                           device=device, amp=amp, seed=seed, num_threads=num_threads,
+                           teacher=str(teacher or ""), distil_weight=distil_weight, teacher_text=list(teacher_text))
         if styles:
             config.styles = list(STYLE_FILES)
         train = [corpus / STYLE_FILES[style] for style in config.styles] or [corpus / "train.spacy"]
@@ -214,3 +220,6 @@ def register(app: typer.Typer) -> None:
     app.command("ner-vectors")(ner_vectors)
     app.command("ner-gazetteer")(ner_gazetteer)
     app.command("ner-dictionary")(ner_dictionary)
+    from .teacher.cli import register as register_teacher
+
+    register_teacher(app)

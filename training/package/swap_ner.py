@@ -25,6 +25,26 @@ NER_COMPONENTS = ("tok2vec",) + NER_PIPES
 """Components that belong to a NER model (the tok2vec feeds spaCy's ``ner``)."""
 
 
+def ner_teacher(settings_file: Path) -> Optional[Dict[str, Any]]:
+    """The teacher a transformer NER was distilled from, as its ``tagger.json`` training record says (None: none)."""
+    if not settings_file.is_file():
+        return None
+    training = json.loads(settings_file.read_text(encoding="utf-8")).get("training", {})
+    if not training.get("teacher"):
+        return None
+    found = {"soft_labels": training["teacher"], "distil_weight": training.get("distil_weight", 0.5),
+             "text": list(training.get("teacher_text", [])), "model": "a larger encoder"}
+    if Path(training["teacher"]).is_file():  # the soft labels say which model, how many seeds
+        from spacy_sapbert.training.ner.teacher.soft_labels import SoftLabels
+
+        labels = SoftLabels(training["teacher"])
+        seeds = labels.training.get("seeds")
+        found["model"] = f"{labels.teacher or 'a larger encoder'}" + (f", {seeds} seeds" if seeds else "")
+        if "all" in found["text"]:
+            found["text"] = [p["name"] for p in labels.parts if p["role"] == "unlabelled"]
+    return found
+
+
 def replace_ner(pipeline: PathLike, ner: PathLike, output: PathLike, card_extra: str = "",
                 overwrite: bool = False, threshold: Optional[float] = None,
                 threshold_reason: str = "") -> Dict[str, Any]:
@@ -59,6 +79,7 @@ def replace_ner(pipeline: PathLike, ner: PathLike, output: PathLike, card_extra:
         report["ner_layers"] = len(pipe._ready().model.encoder.encoder.layer)
         pipe.nlp = nlp  # it came from `source`: the table it may share is this pipeline's linker's
         report["ner_shares_word_embeddings"] = pipe.share_word_embeddings("sapbert_linker")
+        report["ner_teacher"] = ner_teacher(Path(ner) / "sapbert_ner" / "tagger.json")
     if threshold is not None:
         if not 0.0 <= threshold <= 1.0:
             raise InputError(f"must be between 0 and 1, got {threshold}", field="--threshold")

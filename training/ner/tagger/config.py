@@ -16,7 +16,7 @@ from ...common.config import AMP_MODES, SCHEDULES, raise_first_failed
 RESUME_INVARIANTS = ("base_model", "max_pieces", "overlap", "batch_size", "grad_accum", "lr", "head_lr",
                      "weight_decay", "warmup_steps", "schedule", "max_grad_norm", "seed", "dropout", "amp",
                      "freeze_embeddings", "epochs", "label_to_types", "shapes", "styles",
-                     "layers")
+                     "layers", "teacher", "distil_weight", "teacher_text")
 DEFAULT_BASE = "default"
 """The project's own self-aligned MiniLM, as the embedded default pipeline ships it."""
 
@@ -55,6 +55,14 @@ class NerConfig:
     the KB-name features carry what 1,100 abstracts could teach about unseen words."""
     label_to_types: Dict[str, List[str]] = field(default_factory=lambda: {k: list(v) for k, v in
                                                                           DEFAULT_LABEL_TO_TYPES.items()})
+    teacher: str = ""
+    """A teacher's ``soft_labels.safetensors`` (:mod:`..teacher.fit`): the student learns its
+    probabilities beside the gold tags (empty: no teacher)."""
+    distil_weight: float = 0.5
+    """Share of the loss that is cross-entropy against the teacher's probabilities."""
+    teacher_text: List[str] = field(default_factory=list)
+    """Parts of the teacher's file (role ``unlabelled``) the student also reads, learning the
+    teacher's labels alone there."""
     amp: str = "auto"
     device: str = "auto"
     seed: int = 0
@@ -74,6 +82,8 @@ class NerConfig:
             (self.checkpoint_every >= 0 and self.warmup_steps >= 0, "checkpoint_every",
              "checkpoint_every and warmup_steps must be >= 0"),
             (bool(self.label_to_types), "label_to_types", "needs at least one label"),
+            (0.0 <= self.distil_weight <= 1.0, "distil_weight", "must be in [0, 1]"),
+            (bool(self.teacher) or not self.teacher_text, "teacher_text", "needs a teacher"),
         ]
         raise_first_failed(self, checks)
         return self

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+import numpy as np
+
 from spacy.language import Language
 from spacy.tokens import Doc, DocBin
 
@@ -64,6 +66,8 @@ class Example:
     gold: List[int]
     open_tags: Tuple[int, ...] = ()
     """The tags a :data:`PARTIAL_O` token may have (``O`` and the unknown labels' ``B-``/``I-``)."""
+    soft: Optional[np.ndarray] = None
+    """The teacher's probabilities of the scored tokens (tokens × tags), when a teacher is used."""
 
 
 def open_tags(scheme: TagScheme, known: Optional[Sequence[str]]) -> Tuple[int, ...]:
@@ -75,24 +79,27 @@ def open_tags(scheme: TagScheme, known: Optional[Sequence[str]]) -> Tuple[int, .
 
 
 def examples(docs: Sequence[Doc], tagging: Tagging, style: Optional[str] = None,
-             known: Optional[Sequence[str]] = None) -> Tuple[List[Example], Dict[str, int]]:
+             known: Optional[Sequence[str]] = None, soft: Optional[Sequence[np.ndarray]] = None,
+             unlabelled: bool = False) -> Tuple[List[Example], Dict[str, int]]:
     """Every window of every doc (read in ``style``) with the gold tags of its scored tokens, and counts for the log.
 
     ``known``: the labels the docs annotate completely (None: all). A token outside every entity
     is then :data:`PARTIAL_O`; a token of an entity whose label is not the scheme's (extra_corpora's
-    ``NEG``: genes) is a certain ``O``.
+    ``NEG``: genes) is a certain ``O``. ``soft``: per doc, a teacher's probabilities (tokens × tags);
+    ``unlabelled``: the docs' own annotation is not read (every gold tag :data:`IGNORE`), so only
+    the teacher teaches there.
     """
     out: List[Example] = []
     opened = open_tags(tagging.scheme, known)
     stats = {"docs": len(docs), "windows": 0, "tokens": 0, "ignored": 0, "partial": 0, "entities": 0}
-    for doc in docs:
-        gold = tagging.scheme.gold(doc)
-        if opened:
+    for d, doc in enumerate(docs):
+        gold = [IGNORE] * len(doc) if unlabelled else tagging.scheme.gold(doc)
+        if opened and not unlabelled:
             gold = [PARTIAL_O if tag == 0 and token.ent_iob == 2 else tag for tag, token in zip(gold, doc)]
-        stats["entities"] += sum(1 for e in doc.ents if e.label_ in tagging.scheme.labels)
+        stats["entities"] += 0 if unlabelled else sum(1 for e in doc.ents if e.label_ in tagging.scheme.labels)
         for window in tagging.windows(doc, style):
             tags = [gold[i] for i in window.tokens]
-            out.append(Example(window, tags, opened))
+            out.append(Example(window, tags, opened, None if soft is None else soft[d][window.tokens]))
             stats["windows"] += 1
             stats["tokens"] += len(tags)
             stats["ignored"] += sum(t == IGNORE for t in tags)
@@ -115,6 +122,11 @@ def partial_label_loss(logits, gold, allowed):
     total = torch.logsumexp(logits, dim=-1)
     inside = torch.logsumexp(logits.masked_fill(~allowed, float("-inf")), dim=-1)
     return (total - inside).mean()
+
+
+def distillation_loss(logits, soft):
+    """Mean over tokens of the cross-entropy against a teacher's probabilities ``soft`` (tokens × tags)."""
+    return -(soft * logits.log_softmax(-1)).sum(-1).mean()
 
 
 def span_f1(docs: Sequence[Doc], predicted: Sequence[Sequence]) -> Dict[str, float]:

@@ -21,6 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
+import numpy as np
 import spacy
 import torch
 
@@ -38,8 +39,8 @@ from ...common.schedule import make_optimizer, make_scheduler
 from ...common.signals import StopOnSignal
 from ...common.step import accumulated_step
 from .config import DEFAULT_BASE, NerConfig, resume_identity
-from .data import (PARTIAL_O, build_gazetteer, examples, fingerprint, partial_label_loss, read_docbin, scheme_for,
-                   span_f1)
+from .data import (PARTIAL_O, build_gazetteer, distillation_loss, examples, fingerprint, partial_label_loss,
+                   read_docbin, scheme_for, span_f1)
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -96,11 +97,20 @@ class NerTrainer(CheckpointedRun):
         self.dev_docs = read_docbin(dev, self.nlp)
         self.tagging = self._tagging(model)
         self.examples = []
+        teacher = self._teacher()
         styles = config.styles or [None] * len(train)
         for path, style, labels in zip(train, styles, known or [None] * len(train)):
-            found, stats = examples(read_docbin(path, self.nlp), self.tagging, style, labels)
+            docs = read_docbin(path, self.nlp)
+            soft = None if teacher is None else teacher.docs(teacher.part_for_file(str(path)), docs)
+            found, stats = examples(docs, self.tagging, style, labels, soft)
             logger.info("training data %s (style %s, labels %s): %s", path, style, labels or "all", json.dumps(stats))
             self.examples += found
+        for path, soft_of in self._teacher_text(teacher, Path(dev).parent):
+            docs = read_docbin(path, self.nlp)
+            found, stats = examples(docs, self.tagging, soft=soft_of(docs), unlabelled=True)
+            logger.info("teacher-labelled text %s: %s", path, json.dumps(stats))
+            self.examples += found
+            train.append(path)  # into the run's fingerprint
         self.plan = BatchPlan(len(self.examples), config.batch_size, config.grad_accum, self.world, config.seed)
         if self.plan.steps_per_epoch == 0:
             raise InputError(f"{len(self.examples)} windows are fewer than one step needs", field="batch_size")
@@ -108,12 +118,35 @@ class NerTrainer(CheckpointedRun):
         optimizer = make_optimizer(model, config, head_prefixes=NEW_PARTS, head_lr=config.head_lr)
         self.scheduler = make_scheduler(optimizer, config, self.total_steps)  # type: ignore[arg-type]
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
-        self.identity = resume_identity(config, fingerprint([*train, dev], self.gazetteer), self.world)
+        data = [*train, dev] + ([config.teacher] if config.teacher else [])
+        self.identity = resume_identity(config, fingerprint(data, self.gazetteer), self.world)
         if known is not None:
             self.identity["known"] = [list(labels) if labels is not None else None for labels in known]
         self.step = 0
         self.history: List[Dict[str, Any]] = []
         self.elapsed_before = 0.0
+
+    def _teacher(self):
+        """The teacher's soft labels (:class:`..teacher.soft_labels.SoftLabels`), or None."""
+        if not self.config.teacher:
+            return None
+        from ..teacher.soft_labels import SoftLabels
+
+        teacher = SoftLabels(self.config.teacher)
+        teacher.check_tags(self.scheme.tags)
+        return teacher
+
+    def _teacher_text(self, teacher, corpus: Path) -> List[Tuple[Path, Callable]]:
+        """(corpus file, docs → soft labels) of each part named in ``teacher_text`` ('all': every unlabelled one)."""
+        if not self.config.teacher_text:
+            return []
+        parts = {p["name"]: p for p in teacher.parts if p["role"] == "unlabelled"}
+        names = list(parts) if "all" in self.config.teacher_text else self.config.teacher_text
+        missing = [name for name in names if name not in parts]
+        if missing:
+            raise InputError(f"{missing} are not unlabelled parts of the teacher's file (it has {sorted(parts)})",
+                             teacher.path, field="teacher_text")
+        return [(corpus / parts[name]["file"], lambda docs, name=name: teacher.docs(name, docs)) for name in names]
 
     def _tagging(self, model: torch.nn.Module) -> Tagging:
         native = str(self.accelerator.mixed_precision) == "bf16"
@@ -133,8 +166,14 @@ class NerTrainer(CheckpointedRun):
             allowed = self._allowed(indices, gold, logits.shape[-1])
             loss = partial_label_loss(logits.float(), gold, allowed)
             gold = torch.where(gold == PARTIAL_O, torch.full_like(gold, IGNORE), gold)
-        else:
+        elif bool((gold != IGNORE).any()):
             loss = torch.nn.functional.cross_entropy(logits.float(), gold, ignore_index=IGNORE)
+        else:  # teacher-labelled text alone
+            loss = logits.sum() * 0.0
+        if self.config.teacher:
+            soft = torch.from_numpy(np.concatenate([self.examples[i].soft for i in indices])).to(logits.device)
+            weight = self.config.distil_weight
+            loss = weight * distillation_loss(logits.float(), soft) + (1.0 - weight) * loss
         kept = gold != IGNORE
         accuracy = float((logits.argmax(-1)[kept] == gold[kept]).float().mean()) if kept.any() else 0.0
         return loss, accuracy

@@ -1,0 +1,95 @@
+"""``sapbert ner-teacher-inputs`` / ``ner-teacher-fit`` / ``ner-teacher-score``: a larger NER teacher for the student.
+
+The student (``ner-train --teacher``) learns the teacher's probabilities; docs/ner.md says what it gained.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from spacy_sapbert.errors import exit_on_input_error
+
+DEV_FILES = {"bc5cdr_dev": "dev.spacy", "ncbi_dev": "ncbi_dev.spacy", "ncbi_test": "ncbi_test.spacy"}
+"""The held-out files ``ner-data`` writes, labelled by the teacher and scored (never trained on)."""
+IN_TRAIN = ("bc5cdr", "ncbi")
+"""``parts.json`` entries already in ``train.spacy``."""
+
+
+def default_parts(corpus: Path) -> List[str]:
+    """train.spacy to learn from, every extra part of parts.json as unlabelled text, the dev files to score."""
+    from ..corpus import PARTS_FILE, read_parts
+
+    parts = ["train:train=train.spacy"]
+    if (corpus / PARTS_FILE).is_file():
+        parts += [f"unlabelled:{p['name']}={p['file']}" for p in read_parts(corpus) if p.get("name") not in IN_TRAIN]
+    parts += [f"dev:{name}={file}" for name, file in DEV_FILES.items() if (corpus / file).is_file()]
+    return parts
+
+
+def ner_teacher_inputs(
+    corpus: Path = typer.Argument(..., help="Folder from `sapbert ner-data` (train.spacy, dev.spacy, parts.json)."),
+    teacher: Path = typer.Option(..., help="The teacher's model folder (its tokenizer.json cuts the windows)."),
+    kb: List[Path] = typer.Option(..., "--kb", help="KB file(s) of the gazetteer features (the student's)."),
+    output: Path = typer.Option(..., "--output", "-o", help="inputs.safetensors to write (never overwritten)."),
+    part: List[str] = typer.Option(
+        [], "--part", help="ROLE:NAME=FILE (role train, unlabelled or dev); default: train.spacy, every extra part "
+                           "of parts.json as unlabelled text, and the dev/test files."),
+    max_pieces: int = typer.Option(256, help="Word pieces per window."),
+    overlap: int = typer.Option(64, help="Word pieces two windows share (less than half of --max-pieces)."),
+) -> None:
+    """Cut the NER corpus into the teacher's word-piece windows: one file, for a machine without spaCy."""
+    from .inputs import write_teacher_inputs
+
+    with exit_on_input_error():
+        result = write_teacher_inputs(corpus, part or default_parts(corpus), teacher, kb, output, max_pieces,
+                                      overlap)
+    typer.echo(json.dumps(result, indent=2))
+
+
+def ner_teacher_fit(
+    model: Path = typer.Option(..., help="Teacher encoder folder (transformers AutoModel; all-mpnet-base-v2)."),
+    inputs: Path = typer.Option(..., help="inputs.safetensors from `sapbert ner-teacher-inputs`."),
+    output: Path = typer.Option(..., "--output", "-o", help="Folder for soft_labels.safetensors."),
+    epochs: int = typer.Option(6),
+    seeds: int = typer.Option(3, help="Teachers trained; the soft labels average their probabilities."),
+    batch_size: int = typer.Option(16),
+    lr: float = typer.Option(3e-5),
+    device: str = typer.Option("auto", help="cpu, cuda or auto."),
+    time_limit: float = typer.Option(0.0, help="Seconds; start no seed likely to end past it (0: none)."),
+) -> None:
+    """Train the teacher (several seeds) and write its soft labels (the same code runs as training/ner/teacher/fit.py)."""
+    from .fit import fit, parser
+
+    args: argparse.Namespace = parser().parse_args(
+        ["--model", str(model), "--inputs", str(inputs), "--output", str(output), "--epochs", str(epochs),
+         "--seeds", str(seeds), "--batch-size", str(batch_size), "--lr", str(lr), "--device", device,
+         "--time-limit", str(time_limit)])
+    record = fit(args)
+    typer.echo(json.dumps(record["ensemble_dev"], indent=2))
+
+
+def ner_teacher_score(
+    soft_labels: Path = typer.Argument(..., help="soft_labels.safetensors from `sapbert ner-teacher-fit`."),
+    corpus: Path = typer.Argument(..., help="The `sapbert ner-data` folder the inputs were cut from."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the scores as JSON here."),
+) -> None:
+    """Strict span F1 of the teacher on the dev parts, decoded as the student decodes."""
+    from .soft_labels import score_teacher
+
+    with exit_on_input_error():
+        scores = score_teacher(soft_labels, corpus)
+    text = json.dumps(scores, indent=2)
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(text + "\n", encoding="utf-8")
+    typer.echo(text)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("ner-teacher-inputs")(ner_teacher_inputs)
+    app.command("ner-teacher-fit")(ner_teacher_fit)
+    app.command("ner-teacher-score")(ner_teacher_score)
