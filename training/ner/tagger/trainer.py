@@ -1,7 +1,8 @@
 """The transformer NER's training loop, built from the self-alignment trainer's parts.
 
 A micro-batch is ``batch_size`` windows (:mod:`spacy_sapbert.ner.windows`); the loss is
-token-level cross-entropy at each scored token's first word piece (missing annotation ignored).
+token-level cross-entropy at each scored token's first word piece (missing annotation ignored),
+mixed, with a teacher (:mod:`..teacher`), with cross-entropy against its probabilities.
 From ``selfalign``: the accelerate set-up (bf16 autocast on CPUs with native bf16), the seeded
 data order (a resumed run sees the batches an uninterrupted one would), the warm-up schedule,
 the accumulated optimiser step, pickle-free atomic checkpoints with their resume protocol, and
