@@ -61,6 +61,8 @@ def main() -> None:
         staging = Path(tmp) / "model"
         staging.mkdir()
         for name in archive.namelist():
+            if ".." in Path(name).parts or name.startswith("/"):
+                sys.exit(f"the joined zip names a path outside its folder: {name!r}")
             if name.startswith(FOLDER) and not name.endswith("/") and not name.endswith("desktop.ini"):
                 target = staging / name[len(FOLDER):]
                 target.parent.mkdir(parents=True, exist_ok=True)

@@ -74,6 +74,8 @@ def replace_ner(pipeline: PathLike, ner: PathLike, output: PathLike, card_extra:
         nlp.add_pipe(name, source=source, **({"first": True} if previous is None else {"after": previous}))
         previous = name
     report.update({"ner_pipe": next(n for n in new if n in NER_PIPES), "ner": str(ner)})
+    for key in ("ner_layers", "ner_shares_word_embeddings", "ner_teacher"):  # the earlier NER's, not this one's
+        report.pop(key, None)
     if "sapbert_ner" in new:
         pipe = nlp.get_pipe("sapbert_ner")
         report["ner_layers"] = len(pipe._ready().model.encoder.encoder.layer)

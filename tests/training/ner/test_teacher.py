@@ -72,6 +72,12 @@ def test_inputs_fit_and_score_round_trip(tmp_path, nlp, tiny_bert, kb):
         labels.docs("text", train)
     with pytest.raises(SystemExit, match="never overwritten"):
         fit.main(["--model", str(tiny_bert), "--inputs", str(inputs), "--output", str(out), "--device", "cpu"])
+    with pytest.raises(SystemExit, match="--seeds 0"):
+        fit.main(["--model", str(tiny_bert), "--inputs", str(inputs), "--output", str(tmp_path / "t0"), "--seeds", "0"])
+    assert labels.check_file("text", tmp_path / "text.spacy")
+    _docbin(nlp, tmp_path / "text.spacy", 3)  # the corpus rebuilt: same tokens, other annotation
+    with pytest.raises(InputError, match="differs from the file part 'text' was labelled from"):
+        labels.part_for_file(tmp_path / "text.spacy")
 
 
 def test_part_specs_are_checked():
@@ -128,6 +134,15 @@ def test_student_learns_the_teachers_chemicals_where_its_gold_has_none(tmp_path,
                    tmp_path / "o2", tmp_path / "r2")
     with pytest.raises(InputError, match="teacher_text"):
         NerConfig(teacher_text=["text"]).validate()
+
+
+def test_runs_without_a_teacher_resume_as_before():
+    """Checkpoints written before the teacher existed carry no teacher settings: a run without one must match them."""
+    from spacy_sapbert.training.ner.tagger.config import NerConfig, resume_identity
+
+    assert not {"teacher", "distil_weight", "teacher_text"} & set(resume_identity(NerConfig(), "data", 1))
+    taught = resume_identity(NerConfig(teacher="soft.safetensors", teacher_text=["all"]), "data", 1)
+    assert taught["teacher"] == "soft.safetensors" and taught["teacher_text"] == ["all"]
 
 
 def test_the_model_card_names_the_teacher_a_swapped_ner_learned_from(tmp_path, nlp):

@@ -16,7 +16,9 @@ from ...common.config import AMP_MODES, SCHEDULES, raise_first_failed
 RESUME_INVARIANTS = ("base_model", "max_pieces", "overlap", "batch_size", "grad_accum", "lr", "head_lr",
                      "weight_decay", "warmup_steps", "schedule", "max_grad_norm", "seed", "dropout", "amp",
                      "freeze_embeddings", "epochs", "label_to_types", "shapes", "styles",
-                     "layers", "teacher", "distil_weight", "teacher_text")
+                     "layers")
+TEACHER_INVARIANTS = ("teacher", "distil_weight", "teacher_text")
+"""Kept by a resume only in a run with a teacher (checkpoints from before the teacher existed lack them)."""
 DEFAULT_BASE = "default"
 """The project's own self-aligned MiniLM, as the embedded default pipeline ships it."""
 
@@ -91,4 +93,6 @@ class NerConfig:
 
 def resume_identity(config: NerConfig, data_fingerprint: str, world: int) -> Dict[str, object]:
     """What a resumed run must share with the checkpoint it continues."""
-    return {**{name: getattr(config, name) for name in RESUME_INVARIANTS}, "data": data_fingerprint, "world": world}
+    teacher = {name: getattr(config, name) for name in TEACHER_INVARIANTS} if config.teacher else {}
+    return {**{name: getattr(config, name) for name in RESUME_INVARIANTS}, **teacher, "data": data_fingerprint,
+            "world": world}

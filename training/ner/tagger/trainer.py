@@ -102,7 +102,7 @@ class NerTrainer(CheckpointedRun):
         styles = config.styles or [None] * len(train)
         for path, style, labels in zip(train, styles, known or [None] * len(train)):
             docs = read_docbin(path, self.nlp)
-            soft = None if teacher is None else teacher.docs(teacher.part_for_file(str(path)), docs)
+            soft = None if teacher is None else teacher.docs(teacher.part_for_file(path), docs)
             found, stats = examples(docs, self.tagging, style, labels, soft)
             logger.info("training data %s (style %s, labels %s): %s", path, style, labels or "all", json.dumps(stats))
             self.examples += found
@@ -147,7 +147,8 @@ class NerTrainer(CheckpointedRun):
         if missing:
             raise InputError(f"{missing} are not unlabelled parts of the teacher's file (it has {sorted(parts)})",
                              teacher.path, field="teacher_text")
-        return [(corpus / parts[name]["file"], lambda docs, name=name: teacher.docs(name, docs)) for name in names]
+        return [(corpus / parts[name]["file"], lambda docs, name=name: teacher.docs(name, docs)) for name in names
+                if teacher.check_file(name, corpus / parts[name]["file"])]
 
     def _tagging(self, model: torch.nn.Module) -> Tagging:
         native = str(self.accelerator.mixed_precision) == "bf16"

@@ -193,6 +193,10 @@ def fit(args) -> Dict:
 
     device = torch.device(args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
     inputs = Inputs(Path(args.inputs))
+    if args.seeds < 1 or args.epochs < 1:
+        raise SystemExit(f"--seeds {args.seeds}, --epochs {args.epochs}: both must be at least 1")
+    if not any(part["role"] == "train" and inputs.windows(part["name"]) for part in inputs.parts):
+        raise SystemExit(f"{args.inputs}: no part with role 'train' has a window to learn from")
     output = Path(args.output)
     if (output / SOFT_LABELS).exists():
         raise SystemExit(f"{output / SOFT_LABELS} exists; soft labels are never overwritten (choose a new --output)")

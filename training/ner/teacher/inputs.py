@@ -98,7 +98,12 @@ def write_teacher_inputs(corpus: PathLike, parts: Sequence[str], teacher: PathLi
         raise InputError("no tokenizer.json: the teacher folder must hold its Hugging Face fast tokenizer", teacher)
     config = json.loads((teacher / "config.json").read_text(encoding="utf-8")) if (teacher / "config.json").is_file() \
         else {}
+    if max_pieces > int(config.get("max_position_embeddings", max_pieces)):
+        raise InputError(f"max_pieces={max_pieces} is more than the teacher reads "
+                         f"(max_position_embeddings {config['max_position_embeddings']})", teacher / "config.json")
     tokenizer = FastTokenizer(teacher, config.get("pad_token_id"))
+    if tokenizer.pad_token_id is None:
+        raise InputError("no pad token (pad_token_id in config.json, or [PAD]/<pad> in tokenizer.json)", teacher)
     nlp = spacy.blank("en", config=TOKENIZER_CONFIG)
     label_to_types = {k: list(v) for k, v in DEFAULT_LABEL_TO_TYPES.items()}
     gazetteer = build_gazetteer(kb_files, label_to_types, nlp)
@@ -111,10 +116,12 @@ def write_teacher_inputs(corpus: PathLike, parts: Sequence[str], teacher: PathLi
         if any(p["name"] == name for p in listed):
             raise InputError(f"part name {name!r} given twice", field="part")
         path = corpus / file
+        docs = read_docbin(path, nlp)  # a missing or bad file is named here
         digest.update(path.read_bytes())
-        arrays = part_arrays(read_docbin(path, nlp), tokenizer, gazetteer, scheme, max_pieces, overlap)
+        arrays = part_arrays(docs, tokenizer, gazetteer, scheme, max_pieces, overlap)
         tensors.update({f"{name}/{key}": value for key, value in arrays.items()})
-        listed.append({"name": name, "role": role, "file": file})
+        listed.append({"name": name, "role": role, "file": file,
+                       "sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
         stats[name] = {"docs": len(arrays["doc_offsets"]) - 1, "tokens": len(arrays["gold"]),
                        "windows": len(arrays["win_offsets"]) - 1}
     metadata = {"format": FORMAT, "tags": json.dumps(list(scheme.tags)), "parts": json.dumps(listed),

@@ -42,13 +42,25 @@ class SoftLabels:
         self.teacher: str = metadata.get("teacher", "")
         """The teacher model's folder name (all-mpnet-base-v2)."""
 
-    def part_for_file(self, file: str) -> str:
-        """The name of the part read from corpus file ``file`` (its name, as the inputs listed it)."""
+    def part_for_file(self, file: PathLike) -> str:
+        """The name of the part read from corpus file ``file`` (its name, as the inputs listed it; its
+        bytes checked against the inputs' digest of it)."""
         for part in self.parts:
             if Path(part["file"]).name == Path(file).name:
+                self.check_file(part["name"], file)
                 return part["name"]
         raise InputError(f"no part was read from {Path(file).name} (parts: {[p['file'] for p in self.parts]})",
                          self.path, field="parts")
+
+    def check_file(self, name: str, file: PathLike) -> bool:
+        """True if ``file`` is the one part ``name`` was cut from (its sha256, where the inputs recorded it)."""
+        import hashlib
+
+        expected = next((p.get("sha256") for p in self.parts if p["name"] == name), None)
+        if expected and hashlib.sha256(Path(file).read_bytes()).hexdigest() != expected:
+            raise InputError(f"{file} differs from the file part {name!r} was labelled from (rebuilt corpus? "
+                             "cut the teacher's inputs again)", self.path, field=name)
+        return True
 
     def docs(self, name: str, docs: Sequence) -> List[np.ndarray]:
         """Probability rows of part ``name`` for ``docs`` (the part's documents, in order), float32."""
