@@ -106,9 +106,10 @@ class NerTrainer(CheckpointedRun):
             found, stats = examples(docs, self.tagging, style, labels, soft)
             logger.info("training data %s (style %s, labels %s): %s", path, style, labels or "all", json.dumps(stats))
             self.examples += found
-        for path, soft_of in self._teacher_text(teacher, Path(dev).parent):
+        for name, path in self._teacher_text(teacher, Path(dev).parent):
+            teacher.check_file(name, path)
             docs = read_docbin(path, self.nlp)
-            found, stats = examples(docs, self.tagging, soft=soft_of(docs), unlabelled=True)
+            found, stats = examples(docs, self.tagging, soft=teacher.docs(name, docs), unlabelled=True)
             logger.info("teacher-labelled text %s: %s", path, json.dumps(stats))
             self.examples += found
             train.append(path)  # into the run's fingerprint
@@ -137,8 +138,8 @@ class NerTrainer(CheckpointedRun):
         teacher.check_tags(self.scheme.tags)
         return teacher
 
-    def _teacher_text(self, teacher, corpus: Path) -> List[Tuple[Path, Callable]]:
-        """(corpus file, docs → soft labels) of each part named in ``teacher_text`` ('all': every unlabelled one)."""
+    def _teacher_text(self, teacher, corpus: Path) -> List[Tuple[str, Path]]:
+        """(part name, corpus file) of each part named in ``teacher_text`` ('all': every unlabelled one)."""
         if not self.config.teacher_text:
             return []
         parts = {p["name"]: p for p in teacher.parts if p["role"] == "unlabelled"}
@@ -147,8 +148,7 @@ class NerTrainer(CheckpointedRun):
         if missing:
             raise InputError(f"{missing} are not unlabelled parts of the teacher's file (it has {sorted(parts)})",
                              teacher.path, field="teacher_text")
-        return [(corpus / parts[name]["file"], lambda docs, name=name: teacher.docs(name, docs)) for name in names
-                if teacher.check_file(name, corpus / parts[name]["file"])]
+        return [(name, corpus / parts[name]["file"]) for name in names]
 
     def _tagging(self, model: torch.nn.Module) -> Tagging:
         native = str(self.accelerator.mixed_precision) == "bf16"

@@ -24,8 +24,7 @@ import spacy
 
 from spacy_sapbert.encoding.fast_tokenizer import FastTokenizer
 from spacy_sapbert.errors import InputError
-from spacy_sapbert.ner.features import token_features
-from spacy_sapbert.ner.windows import document_windows
+from spacy_sapbert.ner.tagging import Tagging
 
 from spacy_sapbert.linking.settings import DEFAULT_LABEL_TO_TYPES
 from ..tagger.data import build_gazetteer, read_docbin, scheme_for
@@ -37,11 +36,11 @@ FORMAT = "1"
 ROLES = ("train", "unlabelled", "dev")
 
 
-def part_arrays(docs, tokenizer: FastTokenizer, gazetteer, scheme, max_pieces: int = 256,
-                overlap: int = 64) -> Dict[str, np.ndarray]:
+def part_arrays(docs, tagging: Tagging) -> Dict[str, np.ndarray]:
     """Flat arrays of one part: per-token gold and doc offsets; per-window pieces, features, scored
-    positions and the part-wide index of each scored token."""
-    special = tokenizer.special_ids()
+    positions and the part-wide index of each scored token. The windows are ``tagging``'s (the
+    student's cutting, in the teacher's word pieces)."""
+    scheme = tagging.scheme
     gold: List[int] = []
     doc_offsets = [0]
     ids: List[int] = []
@@ -54,10 +53,7 @@ def part_arrays(docs, tokenizer: FastTokenizer, gazetteer, scheme, max_pieces: i
         base = doc_offsets[-1]
         gold.extend(scheme.gold(doc))
         doc_offsets.append(base + len(doc))
-        texts = [t.text for t in doc]
-        pieces = tokenizer.word_pieces(texts)
-        windows = document_windows(texts, pieces, token_features(doc, gazetteer, False), special, max_pieces, overlap)
-        for window in windows:
+        for window in tagging.windows(doc):
             ids.extend(window.input_ids)
             feats.extend(window.features)
             win_offsets.append(len(ids))
@@ -108,6 +104,7 @@ def write_teacher_inputs(corpus: PathLike, parts: Sequence[str], teacher: PathLi
     label_to_types = {k: list(v) for k, v in DEFAULT_LABEL_TO_TYPES.items()}
     gazetteer = build_gazetteer(kb_files, label_to_types, nlp)
     scheme = scheme_for(label_to_types)
+    tagging = Tagging(None, tokenizer, gazetteer, scheme, max_pieces, overlap)  # windows only: no model needed
     tensors: Dict[str, np.ndarray] = {}
     listed, stats = [], {}
     digest = hashlib.sha256()
@@ -117,11 +114,11 @@ def write_teacher_inputs(corpus: PathLike, parts: Sequence[str], teacher: PathLi
             raise InputError(f"part name {name!r} given twice", field="part")
         path = corpus / file
         docs = read_docbin(path, nlp)  # a missing or bad file is named here
-        digest.update(path.read_bytes())
-        arrays = part_arrays(docs, tokenizer, gazetteer, scheme, max_pieces, overlap)
+        content = path.read_bytes()
+        digest.update(content)
+        arrays = part_arrays(docs, tagging)
         tensors.update({f"{name}/{key}": value for key, value in arrays.items()})
-        listed.append({"name": name, "role": role, "file": file,
-                       "sha256": hashlib.sha256(path.read_bytes()).hexdigest()})
+        listed.append({"name": name, "role": role, "file": file, "sha256": hashlib.sha256(content).hexdigest()})
         stats[name] = {"docs": len(arrays["doc_offsets"]) - 1, "tokens": len(arrays["gold"]),
                        "windows": len(arrays["win_offsets"]) - 1}
     metadata = {"format": FORMAT, "tags": json.dumps(list(scheme.tags)), "parts": json.dumps(listed),

@@ -90,19 +90,19 @@ def score_teacher(path: PathLike, corpus: PathLike) -> Dict[str, Dict[str, float
     import spacy
 
     from ..tagger.data import read_docbin, span_f1
+    from spacy_sapbert.ner.tagging import Tagging
     from spacy_sapbert.ner.tags import TagScheme
 
     from .inputs import TOKENIZER_CONFIG
 
     labels = SoftLabels(path)
-    scheme = TagScheme.from_tags(labels.tags)
+    decoder = Tagging(None, None, None, TagScheme.from_tags(labels.tags))  # the student's decoding, no model
     nlp = spacy.blank("en", config=TOKENIZER_CONFIG)
     scores = {}
     for part in labels.parts:
         if part["role"] != "dev":
             continue
         docs = read_docbin(Path(corpus) / part["file"], nlp)
-        rows = labels.docs(part["name"], docs)
-        spans = [scheme.spans(doc, scheme.decode(np.log(np.clip(r, 1e-8, 1.0)))) for doc, r in zip(docs, rows)]
-        scores[part["name"]] = span_f1(docs, spans)
+        logprobs = [np.log(np.clip(rows, 1e-8, 1.0)) for rows in labels.docs(part["name"], docs)]
+        scores[part["name"]] = span_f1(docs, decoder.spans(docs, logprobs))
     return scores
