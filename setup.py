@@ -59,6 +59,13 @@ setup(
         ],
         # The NER pipeline's config names this tokenizer; the entry point lets spacy.load find it.
         "spacy_tokenizers": ["sapbert.ScispacyTokenizer.v1 = spacy_sapbert.pipes.tokenizer:create_scispacy_tokenizer"],
+        # The linker's candidate stages, named in its config ({"@misc": ...}): found by spaCy without an import.
+        "spacy_misc": [
+            "sapbert.DenseCandidates.v1 = spacy_sapbert.linking.stages:make_dense_candidates",
+            "sapbert.ContextRerank.v1 = spacy_sapbert.linking.stages:make_context_rerank",
+            "sapbert.AnnotatedNames.v1 = spacy_sapbert.linking.stages:make_annotated_first",
+            "sapbert.GenerativeCandidates.v1 = spacy_sapbert.linking.generative_stage:make_generative_candidates",
+        ],
         "console_scripts": ["sapbert = spacy_sapbert.cli:main"],
         # Sub-commands that live outside spacy_sapbert (training, demo) register
         # themselves here, so the linker package never imports them.

@@ -27,6 +27,7 @@ from typing import Any, Dict, List, Sequence, Tuple, Union
 import torch
 
 from spacy_sapbert.errors import InputError
+from spacy_sapbert.generative import CONTEXT_CHARS
 from spacy_sapbert.generative.trie import NameTrie
 from spacy_sapbert.util.jsonfile import read_json_object
 
@@ -37,8 +38,6 @@ FORMAT_VERSION = 1
 UNUSED_MARKERS = ("[unused1]", "[unused2]")
 ADDED_MARKERS = ("[ST]", "[ET]")
 PROMPT = "is"
-CONTEXT_CHARS = 160
-"""Characters of the abstract kept on each side of a mention (the encoder then keeps ``max_context`` tokens)."""
 
 
 @dataclass

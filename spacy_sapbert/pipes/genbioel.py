@@ -14,7 +14,6 @@ saved pipeline needs neither the paths it was built from nor a network.
 from __future__ import annotations
 
 import json
-import math
 import shutil
 from pathlib import Path
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -23,11 +22,11 @@ from spacy.language import Language
 from spacy.tokens import Doc, Span
 
 from spacy_sapbert.errors import InputError
+from spacy_sapbert.generative import CONTEXT_CHARS
 
 KB_FILE = "kb.jsonl.gz"
-# context_chars: seq2seq.CONTEXT_CHARS, written out so that registering the factory does not import torch
 DEFAULTS: Dict[str, Any] = {"model": None, "kb": None, "beams": 5, "top": 5, "threshold": 0.0,
-                            "context_chars": 160, "extension": "kb_ents", "device": "cpu"}
+                            "context_chars": CONTEXT_CHARS, "extension": "kb_ents", "device": "cpu"}
 Links = List[Tuple[str, float]]
 
 
@@ -48,16 +47,14 @@ class GenerativeLinkerPipe:
         if self._model is not None:
             return
         from spacy_sapbert.generative.seq2seq import GenerativeModel
+        from spacy_sapbert.generative.kb_names import kb_name_trie
         from spacy_sapbert.kb.knowledge_base import KnowledgeBase
-        from spacy_sapbert.kb.normalize import normalize
 
         for key in ("model", "kb"):
             if not self.cfg[key]:
                 raise InputError(f"the genbioel_linker pipe needs its {key!r} setting (a path)", field=key)
         self._model = GenerativeModel.load(self.cfg["model"], device=self.cfg["device"])
-        kb = KnowledgeBase.from_jsonl(self.cfg["kb"])
-        pairs = {(normalize(name), concept.concept_id) for concept in kb for name in concept.names}
-        self._trie = self._model.build_trie(sorted(p for p in pairs if p[0]))
+        self._trie = kb_name_trie(self._model, KnowledgeBase.from_jsonl(self.cfg["kb"]))
 
     def __call__(self, doc: Doc) -> Doc:
         self.set_annotations([doc], self.predict([doc]))
@@ -69,22 +66,13 @@ class GenerativeLinkerPipe:
 
     def predict(self, docs: Sequence[Doc]) -> List[List[Links]]:
         """Per document, per entity, the ranked concepts."""
-        from spacy_sapbert.generative.seq2seq import Mention
-        from spacy_sapbert.kb.normalize import normalize
+        from spacy_sapbert.generative.kb_names import generated_concepts
 
         self._load()
-        chars = int(self.cfg["context_chars"])
-        out = []
-        for doc in docs:
-            links = []
-            for ent in doc.ents:
-                text = normalize(ent.text)
-                mention = Mention.around(doc.text, ent.start_char, ent.end_char, text, chars)
-                ranked = self._model.generate(mention, self._trie, beams=int(self.cfg["beams"]),
-                                              top=int(self.cfg["top"])) if text else []
-                links.append([(cid, round(math.exp(score), 6)) for cid, score in ranked])
-            out.append(links)
-        return out
+        options = {"beams": int(self.cfg["beams"]), "top": int(self.cfg["top"]),
+                   "context_chars": int(self.cfg["context_chars"])}
+        return [[generated_concepts(self._model, self._trie, doc.text, ent.start_char, ent.end_char, ent.text,
+                                    **options) for ent in doc.ents] for doc in docs]
 
     def set_annotations(self, docs: Sequence[Doc], predictions: Sequence[List[Links]]) -> None:
         extension, threshold = self.cfg["extension"], float(self.cfg["threshold"])

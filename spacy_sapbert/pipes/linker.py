@@ -7,6 +7,8 @@ The model and KB named in the config are loaded on first use (or by ``nlp.initia
 so adding the pipe is cheap; a pipeline saved with ``nlp.to_disk`` carries its own encoder,
 KB and index (:mod:`spacy_sapbert.pipes.linker_parts`) and never reads the configured paths again.
 
+The candidate stages are registered functions the config names (``get_candidates``,
+``rerank_candidates``, ``prefer_annotated``: :mod:`spacy_sapbert.linking.stages`); the pipe chains them.
 Each span gets ``span._.<extension>`` = ``[(concept_id, score), …]`` (scispaCy's
 ``kb_ents`` shape) and, when a concept passes the threshold, ``span.kb_id_``. A span's label
 picks the KB types it may link to (``label_to_types``; by default a DISEASE span links to
@@ -17,7 +19,7 @@ from __future__ import annotations
 import logging
 import weakref
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import spacy.util
 from spacy.language import Language
@@ -33,7 +35,8 @@ from spacy_sapbert.index.name_index import NameIndex
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.linking.annotated_names import AnnotatedNames
 from spacy_sapbert.linking.linker import Candidates, Linker
-from spacy_sapbert.linking.rerank.stage import ContextReranking, span_contexts
+from spacy_sapbert.linking.rerank.stage import ContextReranking
+from spacy_sapbert.linking.stages import DEFAULT_STAGES, STAGE_CONFIG, Mentions, check_stages
 from spacy_sapbert.pipes.linker_spans import span_queries, warn_missing_group, write_candidates
 from spacy_sapbert.pipes.linker_config import ensure_extension, record_in_config, setting_attributes, settings_signature
 from spacy_sapbert.linking.settings import (DEFAULT_CONFIG, FACTORY_DEFAULT_CONFIG, LIVE_SETTINGS, SETTING_RULES, LinkerSettings,
@@ -56,6 +59,10 @@ class SapBertLinker(Pipe):
 
     def __init__(self, nlp: Language, name: str = "sapbert_linker", **settings: Any) -> None:
         # first, before anything is set or loaded: a bad setting is reported as the pipe is added
+        self.stages: Dict[str, Callable[..., Any]] = {
+            key: settings.pop(key, None) or default for key, default in DEFAULT_STAGES.items()}
+        """The candidate stages the config names (:mod:`spacy_sapbert.linking.stages`), by config key."""
+        check_stages(self.stages, name)
         self._settings = LinkerSettings.from_config(settings, owner=name)
         protect_forks()  # before any fork of nlp.pipe(n_process=N), whether or not the encoder ran yet
         self.name = name
@@ -197,27 +204,24 @@ class SapBertLinker(Pipe):
             yield from docs
 
     def predict(self, docs: Iterable[Doc]) -> List[List[Candidates]]:
-        """Candidates per span per document, without touching the documents; the spans of
-        all documents go to the linker together (one encoder pass for the batch), each
-        restricted to the KB types of its label (``label_to_types``), then, with a re-ranker,
-        to the second stage (one cross-encoder pass for the spans it re-ranks), then to the
-        annotated names."""
+        """Candidates per span per document, without touching the documents. The spans of all
+        documents go through the stages together (one encoder pass for the batch), each span
+        restricted to the KB types of its label (``label_to_types``): ``get_candidates`` →
+        ``rerank_candidates`` → calibration, threshold and cut-off → ``prefer_annotated``
+        (:mod:`spacy_sapbert.linking.stages`)."""
         queries_per_doc = [self._queries(doc) for doc in docs]
         flat = [query for _, queries, _ in queries_per_doc for query in queries]
         results: List[Candidates] = []
         if flat:  # no spans: nothing loaded
-            types = self.linker.types_for([label for _, _, labels in queries_per_doc for label in labels])
-            reranking = self.reranking
-            if reranking is None:
-                results = self.linker.link(flat, types)
-            else:  # the stages in a chain: dense candidates → context re-ranker → threshold and cut-off
-                spans = [span for spans_of_doc, _, _ in queries_per_doc for span in spans_of_doc]
-                ranked = reranking.apply(span_contexts(spans, flat), self.linker.named_candidates(flat, types))
-                results = [self.linker.select(r.candidates, calibrate=not r.probabilities) for r in ranked]
-            annotated = self.annotated_table
-            if annotated is not None:
-                results = annotated.apply(flat, types, results, self.linker.threshold,
-                                          self.linker.max_entities_per_mention)
+            linker = self.linker
+            spans = [span for spans_of_doc, _, _ in queries_per_doc for span in spans_of_doc]
+            mentions = Mentions(spans, flat, linker.types_for([label for _, _, labels in queries_per_doc
+                                                               for label in labels]))
+            ranked = self.stages["rerank_candidates"](self.reranking, mentions,
+                                                      self.stages["get_candidates"](linker, mentions))
+            results = [linker.select(r.candidates, calibrate=not r.probabilities) for r in ranked]
+            results = self.stages["prefer_annotated"](self.annotated_table, mentions, results, linker.threshold,
+                                                      linker.max_entities_per_mention)
         out, offset = [], 0
         for _, queries, _ in queries_per_doc:
             out.append(results[offset:offset + len(queries)])
@@ -278,7 +282,7 @@ class SapBertLinker(Pipe):
         return self
 
 
-@Language.factory("sapbert_linker", default_config=FACTORY_DEFAULT_CONFIG,
+@Language.factory("sapbert_linker", default_config={**FACTORY_DEFAULT_CONFIG, **STAGE_CONFIG},
                   assigns=["span._.kb_ents", "token.ent_kb_id"])
 @settings_signature(SapBertLinker)
 def make_sapbert_linker(nlp: Language, name: str, **settings: Any) -> SapBertLinker:

@@ -17,6 +17,7 @@ from spacy.tokens import Span
 
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.linking.settings import DEFAULT_CONFIG, RENAMED_SETTINGS, SETTING_RULES, LinkerSettings
+from spacy_sapbert.linking.stages import STAGE_CONFIG
 
 PART_SETTINGS = ("model", "kb", "index")
 """Settings that name where the parts come from; ``pipe.kb``/``pipe.index`` are the loaded parts,
@@ -58,7 +59,8 @@ def ensure_extension(name: str) -> None:
 def settings_signature(returns: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Give a factory a signature naming every setting: spaCy checks a config against its
     factory's signature (an unnamed key is an error), and the settings are named once, in
-    :class:`LinkerSettings`. Renamed keys of older configs are named too, null when absent.
+    :class:`LinkerSettings`. Renamed keys of older configs are named too, null when absent, and
+    the candidate stages' keys (:data:`~spacy_sapbert.linking.stages.STAGE_CONFIG`).
     A dict-valued setting is annotated ``Any``: spaCy's own check of a nested type would refuse
     ``{"DISEASE": "Disease"}`` with a pydantic message before the setting's rule could name it."""
 
@@ -72,6 +74,8 @@ def settings_signature(returns: type) -> Callable[[Callable[..., Any]], Callable
                    for f in dataclasses.fields(LinkerSettings)]
         params += [inspect.Parameter(old, keyword, default=None, annotation=Optional[hints[new]])
                    for old, (new, _) in RENAMED_SETTINGS.items()]
+        params += [inspect.Parameter(key, keyword, default=None, annotation=Optional[Callable])
+                   for key in STAGE_CONFIG]  # the candidate stages: registered functions, resolved by spaCy
         factory.__signature__ = inspect.Signature(params, return_annotation=returns)  # type: ignore[attr-defined]
         factory.__annotations__ = {p.name: p.annotation for p in params}
         return factory

@@ -103,6 +103,41 @@ def test_the_genbioel_linker_pipe_links_entities_and_survives_to_disk(trained, t
     assert [(e.text, e.kb_id_, e._.kb_ents) for e in again.ents] == [(e.text, e.kb_id_, e._.kb_ents) for e in doc.ents]
 
 
+@pytest.mark.slow
+def test_generation_as_the_sapbert_linkers_first_stage_links_as_the_genbioel_pipe_does(trained, tiny_bert, tmp_path):
+    """``get_candidates = sapbert.GenerativeCandidates.v1``: the linker pipe's threshold, cut-off and span
+    handling over generated candidates, which are the ``genbioel_linker`` pipe's (one way to generate)."""
+    import spacy
+
+    from spacy_sapbert.kb.concept import Concept
+    from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+
+    kb = KnowledgeBase([Concept(cid, synonyms[0], synonyms[1:]) for cid, synonyms in TOY_KB.items()])
+    kb_file = kb.to_jsonl(tmp_path / "toy.jsonl.gz")
+    text = "After a heart attack in May, acute kidney failure. Type 2 diabetes."
+    pipes = {}
+    for factory, config in (("genbioel_linker", {"model": str(trained[1]), "kb": str(kb_file), "top": 3}),
+                            ("sapbert_linker", {"model": str(tiny_bert), "kb": str(kb_file), "pooling": "mean",
+                                                "label_to_types": None, "threshold": 0.0, "max_entities_per_mention": 3,
+                                                "get_candidates": {"@misc": "sapbert.GenerativeCandidates.v1",
+                                                                   "model": str(trained[1]), "top": 3}})):
+        nlp = spacy.blank("en")
+        nlp.add_pipe("entity_ruler").add_patterns([{"label": "DISEASE", "pattern": t} for _, t, _, _ in MENTIONS])
+        nlp.add_pipe(factory, config=config)
+        pipes[factory] = [(e.text, e.kb_id_, e._.kb_ents) for e in nlp(text).ents]
+    assert [(t, cid) for t, cid, _ in pipes["sapbert_linker"]] == [("heart attack", "D1"), ("kidney failure", "D2"),
+                                                                   ("diabetes", "D4")]
+    assert pipes["sapbert_linker"] == pipes["genbioel_linker"]
+    linker = nlp.get_pipe("sapbert_linker")
+    assert linker.linker.cache_info()["misses"] == 0  # no dense search
+    linker.threshold = 0.999999  # a generated score of 1.0 is possible; one just below is not
+    assert all(cid == "" or ranked[0][1] >= 0.999999 for _, cid, ranked in
+               [(e.text, e.kb_id_, e._.kb_ents) for e in nlp(text).ents])
+    with pytest.raises(InputError, match="needs its 'model'"):
+        spacy.blank("en").add_pipe("sapbert_linker", config={"get_candidates": {
+            "@misc": "sapbert.GenerativeCandidates.v1", "model": ""}})
+
+
 def toy_samples(path):
     from spacy_sapbert.kb.concept import Concept
     from spacy_sapbert.training.generative.samples import kb_guided, write_samples

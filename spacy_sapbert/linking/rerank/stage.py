@@ -41,10 +41,12 @@ NamedCandidate = Tuple[str, float, str]
 
 
 class Ranked(NamedTuple):
-    """A mention's candidates after the second stage, and whether their scores are probabilities."""
+    """A mention's candidates after a stage, and whether their scores are probabilities."""
 
     candidates: List[Tuple[str, float]]
     probabilities: bool
+    names: Tuple[str, ...] = ()
+    """Each candidate's best-matching name, where the stage knows it (the first stage's: what the re-ranker reads)."""
 
 
 def needs_rerank(cosines: Sequence[float], max_gap: Optional[float]) -> bool:
