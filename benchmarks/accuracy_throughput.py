@@ -123,10 +123,58 @@ def entry(system: str, label: str, accuracy: Dict[str, float], seconds: float, m
             "timed": TIMED[system.split("-")[0]], **extra}
 
 
+def load_reranking(args: argparse.Namespace, queries: Sequence[biosyn_format.BiosynQuery], flat: List[str],
+                   by_cui: Dict[str, List[str]]) -> Tuple[Any, Optional[RerankData]]:
+    """The re-ranker and the mentions in their abstracts, or (None, None) without ``--reranker``."""
+    if args.reranker is None:
+        logger.info("no --reranker: the dense + re-ranker systems are skipped")
+        return None, None
+    from spacy_sapbert.linking.rerank.model import Reranker
+
+    reranker = Reranker.load(args.reranker, device=args.device, dtype=args.precision)
+    documents, items = read_split(args.queries)
+    items = [item for item in items if item.query < len(queries)]
+    if [item.mention for item in items] != [p.strip() for p in flat]:
+        raise InputError("the sub-mentions read with the abstracts are not the queries'", args.queries)
+    canonical = {cui: found[0] for cui, found in by_cui.items()}  # the dictionary's first name, as data.build
+    return reranker, RerankData(args.queries, {"first_stage": "live"}, documents, canonical, items, "")
+
+
+def scispacy_row(queries: Sequence[biosyn_format.BiosynQuery], flat: List[str], by_cui: Dict[str, List[str]],
+                 indexing: Dict[str, float]) -> Optional[Dict[str, Any]]:
+    """The baseline's row (its index building timed into ``indexing``), or None without scispaCy."""
+    baseline, concepts = ScispacyCandidates(), list(by_cui)  # KB IDs c<n>: some CUIs are none ("D008661| D008661")
+    kb = KnowledgeBase((Concept(f"c{n}", found[0], found[1:]) for n, found in enumerate(by_cui.values())))
+    try:
+        importlib.import_module("scispacy.candidate_generation")  # imported untimed: its import is no searching
+    except ImportError as err:
+        logger.warning("scispaCy is not installed (%s): its baseline is skipped", err)
+        return None
+    _, indexing["scispacy_index_s"] = timed(baseline.prepare, kb)
+    ranked, seconds = timed(baseline.rank, flat, K)
+    ranked = [[concepts[int(cid[1:])] for cid in row] for row in ranked]
+    return entry("scispacy", "scispaCy", concept_accuracy(queries, ranked), seconds, len(flat))
+
+
+def rerank_rows(args: argparse.Namespace, reranker: Any, encoder: Any, data: RerankData,
+                queries: Sequence[biosyn_format.BiosynQuery], flat: List[str], unit_names: np.ndarray,
+                names: List[str], cuis: List[str]) -> List[Dict[str, Any]]:
+    """The re-ranker's two rows: every sub-mention re-ranked, and only those ``--max-gap`` picks."""
+    rows, k = [], int(reranker.settings.k)
+    for system, gap in (("rerank-always", None), ("rerank-adaptive", args.max_gap)):
+        (ranked, reranked), seconds = timed(reranked_pass, reranker, encoder, data, unit_names, names, cuis, gap)
+        label = "dense + re-ranker, " + ("always" if gap is None else f"adaptive (gap < {gap:g})")
+        first_stage = [[c[0] for c in item.candidates] for item in data.items]
+        rows.append(entry(system, label, concept_accuracy(queries, ranked), seconds, len(flat), k=k,
+                          max_gap=gap, reranked=reranked, reranked_share=round(reranked / len(flat), 4),
+                          first_stage_acc_at_k=concept_accuracy(queries, first_stage, k)[f"acc@{k}"]))
+    return rows
+
+
 def run(args: argparse.Namespace, command: str) -> Dict[str, Any]:
     import torch
 
-    from spacy_sapbert.encoding.encoder import Encoder, cpu_has_native_bf16
+    from spacy_sapbert.encoding.encoder import Encoder
 
     importlib.import_module("sklearn.feature_extraction.text")  # imported now: its import is no index building
     if args.reranker is not None and not args.reranker.exists():
@@ -140,38 +188,15 @@ def run(args: argparse.Namespace, command: str) -> Dict[str, Any]:
     for cui, name in zip(cuis, names):
         by_cui.setdefault(cui, []).append(name)
     scheme = CharNgramSettings.parse(args.sparse_scheme)
-    reranker, data = None, None
-    if args.reranker is None:
-        logger.info("no --reranker: the dense + re-ranker systems are skipped")
-    else:
-        from spacy_sapbert.linking.rerank.model import Reranker
-
-        reranker = Reranker.load(args.reranker, device=args.device, dtype=args.precision)
-        documents, items = read_split(args.queries)
-        items = [item for item in items if item.query < len(queries)]
-        if [item.mention for item in items] != [p.strip() for p in flat]:
-            raise InputError("the sub-mentions read with the abstracts are not the queries'", args.queries)
-        canonical = {cui: found[0] for cui, found in by_cui.items()}  # the dictionary's first name, as data.build
-        data = RerankData(args.queries, {"first_stage": "live"}, documents, canonical, items, "")
+    reranker, data = load_reranking(args, queries, flat, by_cui)
     encoder = Encoder(args.model, device=args.device, dtype=args.precision)
     logger.info("%d queries, %d sub-mentions; %d dictionary names", len(queries), len(flat), len(names))
     indexing: Dict[str, float] = {}
     raw_names, indexing["encode_names_s"] = timed(encoder.encode, names, show_progress=True, normalize=False)
     unit_names, indexing["unit_name_vectors_s"] = timed(biosyn.unit_rows, raw_names)
     sparse, indexing["char_ngrams_fit_s"] = timed(CharNgramIndex.fit, list(dict.fromkeys(names)), scheme)
-    systems: List[Dict[str, Any]] = []
-    baseline, concepts = ScispacyCandidates(), list(by_cui)  # KB IDs c<n>: some CUIs are none ("D008661| D008661")
-    kb = KnowledgeBase((Concept(f"c{n}", found[0], found[1:]) for n, found in enumerate(by_cui.values())))
     encoder.encode(flat, normalize=False)  # warm-up, untimed: torch's first calls on these shapes are nobody's cost
-    try:
-        importlib.import_module("scispacy.candidate_generation")  # nor is scispaCy's
-    except ImportError as err:
-        logger.warning("scispaCy is not installed (%s): its baseline is skipped", err)
-    else:
-        _, indexing["scispacy_index_s"] = timed(baseline.prepare, kb)
-        ranked, seconds = timed(baseline.rank, flat, K)
-        ranked = [[concepts[int(cid[1:])] for cid in row] for row in ranked]
-        systems.append(entry("scispacy", "scispaCy", concept_accuracy(queries, ranked), seconds, len(flat)))
+    systems = [row for row in [scispacy_row(queries, flat, by_cui, indexing)] if row is not None]
 
     def dense() -> np.ndarray:
         raw = encoder.encode(flat, normalize=False)
@@ -192,24 +217,28 @@ def run(args: argparse.Namespace, command: str) -> Dict[str, Any]:
                          len(flat), sparse=scheme.label(), sparse_weight=args.sparse_weight,
                          candidates=args.candidates))
     if reranker is not None and data is not None:
-        k = int(reranker.settings.k)
-        for system, gap in (("rerank-always", None), ("rerank-adaptive", args.max_gap)):
-            (ranked, reranked), seconds = timed(reranked_pass, reranker, encoder, data, unit_names, names, cuis, gap)
-            label = "dense + re-ranker, " + ("always" if gap is None else f"adaptive (gap < {gap:g})")
-            first_stage = [[c[0] for c in item.candidates] for item in data.items]
-            systems.append(entry(system, label, concept_accuracy(queries, ranked), seconds, len(flat), k=k,
-                                 max_gap=gap, reranked=reranked, reranked_share=round(reranked / len(flat), 4),
-                                 first_stage_acc_at_k=concept_accuracy(queries, first_stage, k)[f"acc@{k}"]))
+        systems += rerank_rows(args, reranker, encoder, data, queries, flat, unit_names, names, cuis)
     base = next((s["mentions_per_s"] for s in systems if s["system"] == "scispacy"), None)
     for system_row in systems:
         system_row["x_scispacy"] = round(system_row["mentions_per_s"] / base, 2) if base else None
+    return record(args, command, encoder, reranker, indexing, systems,
+                  {"n_queries": len(queries), "sub_mentions": len(flat), "names": len(names), "concepts": len(by_cui)})
+
+
+def record(args: argparse.Namespace, command: str, encoder: Any, reranker: Any, indexing: Dict[str, float],
+           systems: List[Dict[str, Any]], counts: Dict[str, int]) -> Dict[str, Any]:
+    """The run's JSON: what ran where, how it was timed, and the rows."""
+    import torch
+
+    from spacy_sapbert.encoding.encoder import cpu_has_native_bf16
+
     return {"command": command, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": {"cpus": len(os.sched_getaffinity(0)), "torch_threads": torch.get_num_threads(),
                         "python": platform.python_version(), "platform": platform.platform(),
                         "cpu_native_bf16": cpu_has_native_bf16(), "device": encoder.device, "dtype": encoder.dtype},
-            "queries": str(args.queries), "n_queries": len(queries), "sub_mentions": len(flat),
-            "dictionary": str(args.dictionary), "names": len(names), "concepts": len(by_cui), "model": args.model,
-            "reranker": str(args.reranker) if args.reranker else None,
+            "queries": str(args.queries), "n_queries": counts["n_queries"], "sub_mentions": counts["sub_mentions"],
+            "dictionary": str(args.dictionary), "names": counts["names"], "concepts": counts["concepts"],
+            "model": args.model, "reranker": str(args.reranker) if args.reranker else None,
             "reranker_settings": None if reranker is None else {
                 key: getattr(reranker.settings, key) for key in ("k", "temperature", "margin", "first_stage_weight")},
             "timed": "after one untimed encoding of the sub-mentions (warm-up), the wall time of one pass per system "
