@@ -322,6 +322,17 @@ def test_spans_lose_stray_punctuation_at_their_edges(nlp):
     assert scheme.spans(doc, only) == []
 
 
+def test_spans_lose_a_function_word_at_their_end_only(nlp):
+    scheme = TagScheme(["CHEMICAL", "DISEASE"])
+    b = scheme.begin("DISEASE")
+    doc = nlp("renal failure and the Tetralogy of Fallot or")
+    tags = [b, b + 1, b + 1, 0, b, b + 1, b + 1, b + 1]     # "renal failure and", "Tetralogy of Fallot or"
+    assert [s.text for s in scheme.spans(doc, tags)] == ["renal failure", "Tetralogy of Fallot"]
+    tags = [0, 0, 0, b, b + 1, b + 1, 0, 0]                  # "the Tetralogy of": a leading word stays
+    assert [s.text for s in scheme.spans(doc, tags)] == ["the Tetralogy"]
+    assert scheme.spans(doc, [0, 0, b, 0, 0, 0, 0, 0]) == []  # "and" alone is nothing
+
+
 def test_special_ids_are_the_ones_the_tokenizer_adds(tmp_path):
     """MPNet's vocabulary lists BERT's [CLS]/[SEP] too, but wraps a sequence in <s> … </s>: windows
     must start and end with what the model was trained with."""
