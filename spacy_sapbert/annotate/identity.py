@@ -79,8 +79,15 @@ def saved_pipeline_identity(location: PathLike) -> Dict[str, Any]:
 
 
 def _config_identity(config: Any, meta: Dict[str, Any], pipe_names: List[str]) -> Dict[str, Any]:
+    """The identity; a linker's default candidate-stage blocks count as absent, as in a config saved
+    before they existed (a loaded pipeline's config has them, its ``config.cfg`` may not)."""
+    from spacy_sapbert.linking.stages import STAGE_CONFIG
+
     for component in config.get("components", {}).values():
         component.pop("device", None)
+        for key, default in STAGE_CONFIG.items():
+            if component.get(key) == default:
+                component.pop(key)
     digest = hashlib.sha256(config.to_str().encode("utf-8")).hexdigest()[:16]
     return {"name": meta.get("name", ""), "version": meta.get("version", ""), "components": pipe_names,
             "config_sha256": digest}

@@ -17,16 +17,19 @@ pipe chains them; no stage calls another::
                        passes the concepts on when the pipe has none
 
 Each registered function takes the stage's options and returns the stage: a callable with the
-signature of its slot (:data:`CandidateStage`, :data:`RerankStage`, :data:`AnnotatedStage`).
+signature of its slot (:data:`CandidateStage`, :data:`RerankStage`, :data:`AnnotatedStage`) that
+gives one result per mention (the pipe checks) and keeps to each mention's ``types`` (the pipe
+does not filter again: the dense stage searches within them).
 The stage gets the parts it works with (the linker; the re-ranker; the table) from the pipe,
 which loads and saves them, as spaCy's candidate generator gets the pipe's KB. A user's own
 stage is registered the same way::
 
     @spacy.registry.misc("my.ExactNames.v1")
     def make_exact_names():
-        def exact_names(linker, mentions):  # concepts with a name equal to the mention, score 1
-            return [Ranked([(cid, 1.0) for cid in linker.kb.alias_to_concepts.get(normalize(text), [])], True)
-                    for text in mentions.texts]
+        def exact_names(linker, mentions):  # concepts with a name equal to the mention (of its types)
+            return [Ranked([(cid, 1.0) for cid in linker.kb.alias_to_concepts.get(normalize(text), [])
+                            if types is None or set(linker.kb[cid].types) & types], True)
+                    for text, types in zip(mentions.texts, mentions.types or [None] * len(mentions.texts))]
         return exact_names
 
     nlp.add_pipe("sapbert_linker", config={"get_candidates": {"@misc": "my.ExactNames.v1"}})
@@ -63,9 +66,10 @@ class Mentions(NamedTuple):
 
 
 CandidateStage = Callable[["Linker", Mentions], List[Ranked]]
-"""``get_candidates``: per mention, concepts best first; ``Ranked.names`` holds the name that matched
-(what a re-ranker reads) and ``probabilities`` says whether the scores are probabilities already
-(if not, the linker's calibration turns them into probabilities)."""
+"""``get_candidates``: per mention, concepts of its types best first; ``Ranked.names`` holds the name
+that matched (what a re-ranker reads) and ``probabilities`` says whether the scores are probabilities
+already (if not, they are cosines: the re-ranker reads them as such, and the linker's calibration
+turns them into probabilities)."""
 RerankStage = Callable[[Optional[ContextReranking], Mentions, List[Ranked]], List[Ranked]]
 """``rerank_candidates``: the pipe's re-ranker (None without one), the mentions, the first stage's output."""
 AnnotatedStage = Callable[[Optional["AnnotatedNames"], Mentions, List[Candidates], Optional[float], int],
@@ -95,6 +99,10 @@ def context_rerank(reranking: Optional[ContextReranking], mentions: Mentions, fo
     without one, the candidates as they came."""
     if reranking is None:
         return found
+    if any(ranked.probabilities for ranked in found):
+        raise InputError("the context re-ranker reads the first stage's cosines (its features, its max gap), and "
+                         "get_candidates gave probabilities; use the dense first stage with 'rerank', or no "
+                         "re-ranker", field="rerank")
     return reranking.apply(mentions.contexts(), [named_candidates(ranked, i) for i, ranked in enumerate(found)])
 
 
@@ -140,6 +148,14 @@ DEFAULT_STAGES: Dict[str, Callable[..., Any]] = {
 """What :data:`STAGE_CONFIG`'s blocks resolve to: the stages of a pipe built without a config (``SapBertLinker(nlp)``)."""
 
 
+def one_per_mention(results: Sequence[Any], mentions: Mentions, key: str) -> Sequence[Any]:
+    """``results``, if a stage gave one per mention: one more or less would shift every later span's links."""
+    if len(results) != len(mentions.texts):
+        raise InputError(f"the {key} stage gave {len(results)} results for {len(mentions.texts)} mentions; a stage "
+                         "gives one per mention, in order", field=key)
+    return results
+
+
 def check_stages(stages: Dict[str, Any], pipe_name: str) -> None:
     """Refuse a stage that is not callable, naming its config key (a value given where a ``@misc`` block belongs)."""
     for key, stage in stages.items():
@@ -149,4 +165,4 @@ def check_stages(stages: Dict[str, Any], pipe_name: str) -> None:
 
 
 __all__ = ["AnnotatedStage", "CandidateStage", "DEFAULT_STAGES", "Mentions", "Ranked", "RerankStage", "STAGE_CONFIG", "annotated_first",
-           "check_stages", "context_rerank", "dense_candidates", "named_candidates"]
+           "check_stages", "context_rerank", "dense_candidates", "named_candidates", "one_per_mention"]

@@ -85,8 +85,8 @@ class TagScheme:
 
     def spans(self, doc: Doc, tags: Sequence[int]) -> List[Span]:
         """Entity spans of a well-formed tag sequence (one tag per token of ``doc``), stray
-        punctuation at their edges trimmed (:func:`trimmed`), grapheme clusters kept whole and
-        symbols alone left out (:mod:`.span_rules`)."""
+        punctuation at their edges and a function word at their end trimmed (:func:`trimmed`),
+        grapheme clusters kept whole and symbols alone left out (:mod:`.span_rules`)."""
         spans: List[Span] = []
         start, label = -1, ""
         text = doc.text

@@ -7,8 +7,7 @@ The model and KB named in the config are loaded on first use (or by ``nlp.initia
 so adding the pipe is cheap; a pipeline saved with ``nlp.to_disk`` carries its own encoder,
 KB and index (:mod:`spacy_sapbert.pipes.linker_parts`) and never reads the configured paths again.
 
-The candidate stages are registered functions the config names (``get_candidates``,
-``rerank_candidates``, ``prefer_annotated``: :mod:`spacy_sapbert.linking.stages`); the pipe chains them.
+The candidate stages are registered functions the config names (:mod:`spacy_sapbert.linking.stages`).
 Each span gets ``span._.<extension>`` = ``[(concept_id, score), …]`` (scispaCy's
 ``kb_ents`` shape) and, when a concept passes the threshold, ``span.kb_id_``. A span's label
 picks the KB types it may link to (``label_to_types``; by default a DISEASE span links to
@@ -19,7 +18,8 @@ from __future__ import annotations
 import logging
 import weakref
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from types import MappingProxyType
+from typing import Any, Callable, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import spacy.util
 from spacy.language import Language
@@ -36,7 +36,7 @@ from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.linking.annotated_names import AnnotatedNames
 from spacy_sapbert.linking.linker import Candidates, Linker
 from spacy_sapbert.linking.rerank.stage import ContextReranking
-from spacy_sapbert.linking.stages import DEFAULT_STAGES, STAGE_CONFIG, Mentions, check_stages
+from spacy_sapbert.linking.stages import DEFAULT_STAGES, STAGE_CONFIG, Mentions, check_stages, one_per_mention
 from spacy_sapbert.pipes.linker_spans import span_queries, warn_missing_group, write_candidates
 from spacy_sapbert.pipes.linker_config import ensure_extension, record_in_config, setting_attributes, settings_signature
 from spacy_sapbert.linking.settings import (DEFAULT_CONFIG, FACTORY_DEFAULT_CONFIG, LIVE_SETTINGS, SETTING_RULES, LinkerSettings,
@@ -59,10 +59,11 @@ class SapBertLinker(Pipe):
 
     def __init__(self, nlp: Language, name: str = "sapbert_linker", **settings: Any) -> None:
         # first, before anything is set or loaded: a bad setting is reported as the pipe is added
-        self.stages: Dict[str, Callable[..., Any]] = {
-            key: settings.pop(key, None) or default for key, default in DEFAULT_STAGES.items()}
-        """The candidate stages the config names (:mod:`spacy_sapbert.linking.stages`), by config key."""
-        check_stages(self.stages, name)
+        stages = {key: settings.pop(key, None) for key in DEFAULT_STAGES}
+        check_stages({key: stage for key, stage in stages.items() if stage is not None}, name)
+        self.stages: Mapping[str, Callable[..., Any]] = MappingProxyType(
+            {key: DEFAULT_STAGES[key] if stage is None else stage for key, stage in stages.items()})
+        """The config's candidate stages by key (read-only: a stage changes in the config, which ``to_disk`` saves)."""
         self._settings = LinkerSettings.from_config(settings, owner=name)
         protect_forks()  # before any fork of nlp.pipe(n_process=N), whether or not the encoder ran yet
         self.name = name
@@ -217,11 +218,13 @@ class SapBertLinker(Pipe):
             spans = [span for spans_of_doc, _, _ in queries_per_doc for span in spans_of_doc]
             mentions = Mentions(spans, flat, linker.types_for([label for _, _, labels in queries_per_doc
                                                                for label in labels]))
-            ranked = self.stages["rerank_candidates"](self.reranking, mentions,
-                                                      self.stages["get_candidates"](linker, mentions))
+            found = one_per_mention(self.stages["get_candidates"](linker, mentions), mentions, "get_candidates")
+            ranked = one_per_mention(self.stages["rerank_candidates"](self.reranking, mentions, found), mentions,
+                                     "rerank_candidates")
             results = [linker.select(r.candidates, calibrate=not r.probabilities) for r in ranked]
-            results = self.stages["prefer_annotated"](self.annotated_table, mentions, results, linker.threshold,
-                                                      linker.max_entities_per_mention)
+            results = one_per_mention(self.stages["prefer_annotated"](
+                self.annotated_table, mentions, results, linker.threshold, linker.max_entities_per_mention),
+                mentions, "prefer_annotated")
         out, offset = [], 0
         for _, queries, _ in queries_per_doc:
             out.append(results[offset:offset + len(queries)])

@@ -130,9 +130,12 @@ def test_generation_as_the_sapbert_linkers_first_stage_links_as_the_genbioel_pip
     assert pipes["sapbert_linker"] == pipes["genbioel_linker"]
     linker = nlp.get_pipe("sapbert_linker")
     assert linker.linker.cache_info()["misses"] == 0  # no dense search
-    linker.threshold = 0.999999  # a generated score of 1.0 is possible; one just below is not
-    assert all(cid == "" or ranked[0][1] >= 0.999999 for _, cid, ranked in
-               [(e.text, e.kb_id_, e._.kb_ents) for e in nlp(text).ents])
+    tops = [ranked[0][1] for _, _, ranked in pipes["sapbert_linker"]]
+    linker.threshold = min(tops) + 1e-6  # the pipe's threshold: the span with the lowest score loses its link
+    after = [(e.kb_id_, e._.kb_ents) for e in nlp(text).ents]
+    assert [cid != "" for cid, _ in after] == [top >= linker.threshold for top in tops] and not all(
+        cid for cid, _ in after)
+    assert all(score >= linker.threshold for _, ranked in after for _, score in ranked)
     with pytest.raises(InputError, match="needs its 'model'"):
         spacy.blank("en").add_pipe("sapbert_linker", config={"get_candidates": {
             "@misc": "sapbert.GenerativeCandidates.v1", "model": ""}})

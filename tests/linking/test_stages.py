@@ -7,10 +7,11 @@ import pytest
 import spacy
 from spacy.util import registry
 
+from spacy_sapbert.annotate.identity import pipeline_identity, saved_pipeline_identity
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb.normalize import normalize
 from spacy_sapbert.linking.calibration import Calibration
-from spacy_sapbert.linking.stages import STAGE_CONFIG, Mentions, Ranked, named_candidates
+from spacy_sapbert.linking.stages import STAGE_CONFIG, Mentions, Ranked, context_rerank, named_candidates
 from spacy_sapbert.pipes.linker import SapBertLinker
 from tests.linker_fixtures import write_small_kb
 from tests.pipes.test_component import TEXTS, links, make_nlp
@@ -51,8 +52,13 @@ def test_the_config_names_each_stage_and_a_pipeline_saved_without_them_loads_the
     assert "get_candidates" not in older
     (tmp_path / "saved" / "config.cfg").write_text(older, encoding="utf-8")
     reloaded = spacy.load(tmp_path / "saved")
+    assert "get_candidates" in reloaded.config["components"]["sapbert_linker"]  # filled in from the factory
     assert reloaded.get_pipe("sapbert_linker").stages == nlp.get_pipe("sapbert_linker").stages
     assert [links(doc) for doc in reloaded.pipe(TEXTS)] == expected
+    # `annotate --resume` takes the loaded pipeline (default blocks) and its config.cfg (none) as one pipeline
+    assert pipeline_identity(reloaded) == saved_pipeline_identity(tmp_path / "saved") == pipeline_identity(nlp)
+    exact = make_nlp(tiny_bert, kb_path, get_candidates={"@misc": "test.ExactNames.v1"})
+    assert pipeline_identity(exact)["config_sha256"] != pipeline_identity(nlp)["config_sha256"]
 
 
 def test_a_registered_first_stage_replaces_the_dense_search_and_comes_back_from_disk(tiny_bert, kb_path, tmp_path):
@@ -90,6 +96,31 @@ def test_a_stage_that_is_not_a_function_is_refused_by_its_key():
     with pytest.raises(InputError, match="'get_candidates' must be a registered function") as err:
         SapBertLinker(nlp, "sapbert_linker", get_candidates="dense")
     assert err.value.field == "get_candidates"
+
+
+@registry.misc("test.OneTooMany.v1")
+def make_one_too_many():
+    def one_too_many(linker, mentions):
+        return [Ranked([], True)] * (len(mentions.texts) + 1)
+
+    return one_too_many
+
+
+def test_a_stage_giving_another_count_than_one_per_mention_is_refused_by_its_key(tiny_bert, kb_path):
+    nlp = make_nlp(tiny_bert, kb_path, get_candidates={"@misc": "test.OneTooMany.v1"})
+    with pytest.raises(InputError, match="the get_candidates stage gave 4 results for 3 mentions") as err:
+        nlp(TEXTS[0])
+    assert err.value.field == "get_candidates"
+
+
+def test_the_reranker_refuses_scores_that_are_probabilities_already():
+    doc = spacy.blank("en")("heart attack")
+    mentions = Mentions([doc[0:2]], ["heart attack"], None)
+    found = [Ranked([("D1", 0.9), ("D2", 0.4)], True, ("heart attack", "myocardial infarction"))]
+    assert context_rerank(None, mentions, found) == found  # no re-ranker: passed on as they came
+    with pytest.raises(InputError, match="reads the first stage's cosines") as err:
+        context_rerank(object(), mentions, found)
+    assert err.value.field == "rerank"
 
 
 def test_the_reranker_refuses_a_first_stage_that_names_no_candidate():
