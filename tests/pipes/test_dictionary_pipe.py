@@ -87,3 +87,34 @@ def test_extend_lets_a_longer_wording_replace_the_entities_it_covers_whole():
     doc.ents = [Span(doc, 0, 3, label="CHEMICAL")]
     assert [(e.text, e.label_) for e in nlp.get_pipe("dictionary_entities")(doc).ents] == [
         ("high blood pressure", "CHEMICAL")]  # a wording no longer than the entity changes nothing
+
+
+def test_matches_are_what_a_phrase_matcher_on_lower_finds(mirror):
+    """The pipe's table lookup against spaCy's PhraseMatcher (attr LOWER) with the embedded default's
+    3,768 patterns, on 60 BC5CDR dev abstracts and on text where wordings overlap and repeat."""
+    from spacy.matcher import PhraseMatcher
+    from spacy.tokens import Doc
+
+    from spacy_sapbert.default import default_pipeline_path
+    from spacy_sapbert.formats.pubtator import read_blocks
+    from spacy_sapbert.pipes.dictionary import PATTERNS_FILE, read_patterns
+
+    patterns = read_patterns(default_pipeline_path() / "dictionary_entities" / PATTERNS_FILE)
+    patterns += [{"label": "CHEMICAL", "pattern": [{"LOWER": "Heart"}]}]  # a listed token not in lower case
+    nlp = spacy.blank("en")
+    pipe = nlp.add_pipe("dictionary_entities")
+    pipe.add_patterns(patterns)
+    matcher = PhraseMatcher(nlp.vocab, attr="LOWER")
+    for pattern in patterns:
+        matcher.add(pattern["label"], [Doc(nlp.vocab, words=[t["LOWER"] for t in pattern["pattern"]])])
+    corpus = mirror / "corpora" / "bc5cdr" / "CDR_DevelopmentSet.PubTator.txt"
+    with corpus.open(encoding="utf-8") as lines:
+        texts = [block.text for _, block in zip(range(60), read_blocks(enumerate(lines, 1), corpus))]
+    texts += [
+        "Acute renal failure, renal failure and RENAL FAILURE; heart failure of the heart.", ""]
+    total = 0
+    for doc in nlp.pipe(texts):
+        expected = sorted((start, end, nlp.vocab.strings[key]) for key, start, end in matcher(doc))
+        assert sorted((s.start, s.end, s.label_) for s in pipe.matches(doc)) == expected
+        total += len(expected)
+    assert total > 300  # the comparison saw many matches, overlapping ones among them

@@ -209,11 +209,12 @@ def test_loss_decreases_and_scores_survive_save_and_load(data_file, tmp_path):
     assert np.allclose(logits[:, 0].numpy(), scores[0], atol=1e-4)
 
 
-def test_resume_continues_where_the_run_stopped(data_file, tmp_path):
+def test_resume_continues_where_the_run_stopped(data_file, tiny_bert, tmp_path):
     def stop_at_two(trainer: RerankTrainer) -> None:
         trainer.stop_requested = trainer.step == 2
 
-    config = small_config(max_steps=4, checkpoint_every=2, dropout=0.1)
+    # the tiny random BERT as the cross-encoder: resuming is the same whatever the model's size
+    config = small_config(max_steps=4, checkpoint_every=2, dropout=0.1, base_model=str(tiny_bert))
     first = RerankTrainer(config, [data_file], run_dir=tmp_path / "a").train(on_step=stop_at_two)
     assert first.interrupted and first.steps == 2 and first.checkpoint is not None
     resumed = RerankTrainer(config, [data_file], run_dir=tmp_path / "a")
