@@ -182,6 +182,8 @@ def test_killed_workers_and_driver_lose_and_duplicate_nothing(cluster, pipeline,
     assert wait_for(lambda: markers.is_dir() and len(list(markers.iterdir())) >= 3), "no shard finished"
     driver.send_signal(signal.SIGKILL)
     driver.wait()
+    # its actors go with it, but not at once: one may still finish a shard, so count once they are gone
+    assert wait_for(lambda: not map_workers(), timeout=120), "the killed driver's actors are still running"
     finished = {p.name: (out / p.name).with_suffix(".jsonl").stat().st_ino for p in markers.iterdir()
                 if not p.name.startswith(".")}
     assert 3 <= len(finished) < shards
