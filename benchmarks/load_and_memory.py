@@ -7,16 +7,21 @@ them in the page cache ("warm", the median is reported).
 
 Variants are the linker's encoder settings, given as ``--variant LABEL=BACKEND,PRECISION``
 (default: ``default=auto,auto`` and the baseline ``transformers-fp32=transformers,float32``,
-the configuration before the native backend and CPU bf16); runs alternate between them and
-the ratios against the last variant are printed beside the numbers.
+the configuration before the native backend and CPU bf16), optionally with a checkout whose
+code (and embedded default) the process runs instead of this one's,
+``LABEL=BACKEND,PRECISION,FOLDER`` (``git worktree add /tmp/wt-before REV``); runs alternate
+between them and the ratios against the last variant are printed beside the numbers.
 
     python benchmarks/load_and_memory.py --corpus assets/corpora/ncbi-disease/NCBItestset_corpus.txt \\
         --runs 4 --output metrics/benchmarks/load-default.json
+    python benchmarks/load_and_memory.py --corpus assets/corpora/ncbi-disease/NCBItestset_corpus.txt \\
+        --variant after=auto,auto --variant before=auto,auto,/tmp/wt-before --runs 4
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -54,18 +59,24 @@ def main() -> None:
     variants = {}
     for item in args.variant or ["default=auto,auto", "transformers-fp32=transformers,float32"]:
         label, _, settings = item.partition("=")
-        backend, _, precision = settings.partition(",")
-        variants[label] = (backend or "auto", precision or "auto")
+        backend, precision, checkout = (settings.split(",", 2) + ["", ""])[:3]
+        if checkout and not (Path(checkout) / "spacy_sapbert").is_dir():
+            parser.error(f"--variant {item}: {checkout} is not a checkout of this project (no spacy_sapbert/)")
+        variants[label] = (backend or "auto", precision or "auto", checkout)
     runs: Dict[str, List[Dict[str, Any]]] = {label: [] for label in variants}
+    corpus = args.corpus.resolve()
     for _ in range(args.runs):
-        for label, (backend, precision) in variants.items():
-            out = subprocess.run([sys.executable, "-c", PROBE, args.pipeline, str(args.corpus), backend, precision],
-                                 check=True, capture_output=True, text=True)
+        for label, (backend, precision, checkout) in variants.items():
+            # a checkout's code comes first on the path (and it is the working folder, so `python -c` finds it)
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [checkout, os.environ.get("PYTHONPATH")])))
+            out = subprocess.run([sys.executable, "-c", PROBE, args.pipeline, str(corpus), backend, precision],
+                                 check=True, capture_output=True, text=True, cwd=checkout or None, env=env)
             runs[label].append(json.loads(out.stdout.strip().splitlines()[-1]))
     summaries = {}
     for label, done in runs.items():
         warm = done[1:] or done
-        summaries[label] = {"backend": variants[label][0], "precision": variants[label][1], "runs": done,
+        summaries[label] = {"backend": variants[label][0], "precision": variants[label][1],
+                            "checkout": variants[label][2] or None, "runs": done,
                             "first_load_s": round(done[0]["load_s"], 2),
                             "warm_load_s_median": round(statistics.median(r["load_s"] for r in warm), 2),
                             "import_s_median": round(statistics.median(r["import_s"] for r in done), 2),

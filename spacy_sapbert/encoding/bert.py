@@ -16,9 +16,10 @@ names, ``pytorch_model.bin`` only) goes through ``transformers``.
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import torch
 from torch import nn
@@ -177,6 +178,21 @@ class Output:
     last_hidden_state: torch.Tensor
 
 
+@contextmanager
+def unset_weights() -> Iterator[None]:
+    """Build modules without drawing their random initial weights, for a model whose every
+    parameter is then loaded from a file (the callers check that none is missing): the draws
+    took a tenth of the default pipeline's load. ``nn.Linear`` and ``nn.Embedding`` are the
+    layers that draw; their parameters are left as allocated until the file's tensors replace
+    them. (Building on the meta device skips them too, but its first use imports torch._dynamo.)"""
+    saved = nn.Linear.reset_parameters, nn.Embedding.reset_parameters
+    nn.Linear.reset_parameters = nn.Embedding.reset_parameters = lambda self: None  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        nn.Linear.reset_parameters, nn.Embedding.reset_parameters = saved  # type: ignore[method-assign]
+
+
 class BertEncoder(nn.Module):
     """``BertModel`` without the pooler's forward pass: token ids → last hidden states."""
 
@@ -208,10 +224,9 @@ class BertEncoder(nn.Module):
         float32); a missing or misshapen tensor is a ``ValueError`` naming it."""
         from safetensors.torch import load_file
 
-        # the file's tensors become the parameters (assign=True) instead of being copied into them.
-        # (Building on the meta device would skip the random init too, but its init calls import
-        # torch._dynamo: 4 s more to load a pipeline in a fresh process.)
-        model = cls(BertSettings.from_config(config), config)
+        # the file's tensors become the parameters (assign=True) instead of being copied into them
+        with unset_weights():
+            model = cls(BertSettings.from_config(config), config)
         tensors = load_file(str(folder / WEIGHTS_FILE))
         state = {}
         for name, tensor in tensors.items():

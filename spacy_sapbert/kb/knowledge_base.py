@@ -25,6 +25,7 @@ from spacy_sapbert.kb.concept import ID_SEPARATOR, Concept, id_problem, merge_co
 from spacy_sapbert.kb.files import KB_FIELDS, kb_name_of, read_concepts, read_records, write_jsonl
 from spacy_sapbert.kb.ids import normalize_curie
 from spacy_sapbert.kb.normalize import normalize
+from spacy_sapbert.util.gc_pause import gc_paused
 
 logger = logging.getLogger(__name__)
 
@@ -211,12 +212,13 @@ class KnowledgeBase:
         are, with the fingerprint recorded for them. Any other file goes through :meth:`from_jsonl`."""
         path = Path(path)
         kb = cls(name=name if name is not None else kb_name_of(path))
-        for _, record in read_records(path):
-            concept = Concept(record["concept_id"], record["canonical_name"], record["aliases"], record["types"],
-                              record["definition"])
-            kb._concepts[concept.concept_id] = concept
-            for cid in concept.ids:
-                kb._id_to_concept.setdefault(cid, concept.concept_id)
+        with gc_paused():
+            for _, record in read_records(path):
+                concept = Concept(record["concept_id"], record["canonical_name"], record["aliases"], record["types"],
+                                  record["definition"])
+                kb._concepts[concept.concept_id] = concept
+                for cid in concept.ids:
+                    kb._id_to_concept.setdefault(cid, concept.concept_id)
         kb._fingerprint = fingerprint
         return kb
 
@@ -234,13 +236,14 @@ class KnowledgeBase:
             raise InputError("knowledge base file not found", path)
         kb = cls(name=name if name is not None else kb_name_of(path))
         first_line: Dict[str, int] = {}
-        for line_no, concept in read_concepts(path):
-            first = first_line.setdefault(concept.concept_id, line_no)
-            if first != line_no:
-                raise InputError(f"duplicate concept_id {concept.concept_id!r} (first at line {first}); a KB file "
-                                 "holds one record per concept: merge the two records or remove one",
-                                 path, line_no, "concept_id")
-            kb._insert(concept)
+        with gc_paused():
+            for line_no, concept in read_concepts(path):
+                first = first_line.setdefault(concept.concept_id, line_no)
+                if first != line_no:
+                    raise InputError(f"duplicate concept_id {concept.concept_id!r} (first at line {first}); a KB "
+                                     "file holds one record per concept: merge the two records or remove one",
+                                     path, line_no, "concept_id")
+                kb._insert(concept)
         return kb
 
 

@@ -138,8 +138,9 @@ def load(folder: PathLike, word_embeddings: Optional[torch.Tensor] = None, table
     check_model_folder(folder)
     settings = read_settings(folder)
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    encoder = bert.BertEncoder(bert.BertSettings.from_config(config), config)
-    model = TokenTagger(encoder, len(settings["tags"]), int(settings["n_features"]))
+    with bert.unset_weights():  # every parameter comes from the file (or the shared table): checked below
+        model = TokenTagger(bert.BertEncoder(bert.BertSettings.from_config(config), config), len(settings["tags"]),
+                            int(settings["n_features"]))
     tensors = load_file(str(folder / bert.WEIGHTS_FILE))
     state = {(k if k.startswith(("gazetteer_embed.", "head.")) else f"encoder.{k}"): v.float()
              if v.is_floating_point() else v for k, v in tensors.items()}

@@ -130,3 +130,49 @@ def test_component_precision_setting(tiny_bert, tmp_path, monkeypatch):
     nlp = spacy.blank("en")
     with pytest.raises(InputError, match="setting 'precision': expected one of auto, float32"):
         nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert), "kb": str(kb_file), "precision": "int4"})
+
+
+def test_loading_draws_no_random_weights_and_leaves_initialisation_as_it_was(tiny_bert):
+    """The native loader builds its layers without their random initial weights (every one comes
+    from the file): the global random state is untouched by a load, the loaded weights are the
+    file's, and layers built afterwards are initialised as usual."""
+    from safetensors.torch import load_file
+
+    from spacy_sapbert.encoding import bert
+
+    config = json.loads((tiny_bert / "config.json").read_text())
+    torch.manual_seed(7)
+    expected_next = torch.rand(3)
+    torch.manual_seed(7)
+    model = bert.BertEncoder.from_folder(tiny_bert, config)
+    assert torch.equal(torch.rand(3), expected_next)  # nothing was drawn while loading
+    stored = load_file(str(tiny_bert / bert.WEIGHTS_FILE))
+    assert torch.equal(model.state_dict()["encoder.layer.0.attention.self.query.weight"],
+                       stored["encoder.layer.0.attention.self.query.weight"].float())
+    with pytest.raises(RuntimeError, match="boom"), bert.unset_weights():
+        raise RuntimeError("boom")
+    torch.manual_seed(0)
+    a = torch.nn.Linear(4, 4).weight.detach().clone()
+    torch.manual_seed(0)
+    assert torch.equal(torch.nn.Linear(4, 4).weight, a) and a.abs().sum() > 0  # drawn, from the seed
+
+
+def test_gc_paused_restores_the_collector():
+    import gc
+
+    from spacy_sapbert.util.gc_pause import gc_paused
+
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(ValueError), gc_paused():
+        raise ValueError
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # a caller's own pause is kept
+    finally:
+        gc.enable()

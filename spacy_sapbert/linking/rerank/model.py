@@ -121,8 +121,9 @@ class Reranker:
         ok, why = bert.supports(folder, config)
         if not ok:
             raise InputError(f"not a BERT re-ranker folder this package runs: {why}", folder)
-        model = CrossEncoder(bert.BertEncoder(bert.BertSettings.from_config(config), config),
-                             int(config["hidden_size"]))
+        with bert.unset_weights():  # every parameter comes from the file (strict loading below)
+            model = CrossEncoder(bert.BertEncoder(bert.BertSettings.from_config(config), config),
+                                 int(config["hidden_size"]))
         try:
             state = {k: v.float() if v.is_floating_point() else v
                      for k, v in load_file(str(folder / WEIGHTS_FILE)).items() if not k.endswith("position_ids")}
