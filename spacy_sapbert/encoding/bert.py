@@ -16,6 +16,7 @@ names, ``pytorch_model.bin`` only) goes through ``transformers``.
 from __future__ import annotations
 
 import json
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -178,19 +179,40 @@ class Output:
     last_hidden_state: torch.Tensor
 
 
+_UNSET = threading.local()
+_INSTALL = threading.Lock()
+
+
+def _skippable(reset: Any) -> Any:
+    """``reset`` (a layer class's ``reset_parameters``), skipped while this thread is inside
+    :func:`unset_weights`; other threads, and this one outside it, draw as before."""
+    def reset_parameters(self: nn.Module) -> None:
+        if not getattr(_UNSET, "active", False):
+            reset(self)
+    reset_parameters.sapbert_skippable = True  # type: ignore[attr-defined]
+    return reset_parameters
+
+
 @contextmanager
 def unset_weights() -> Iterator[None]:
     """Build modules without drawing their random initial weights, for a model whose every
     parameter is then loaded from a file (the callers check that none is missing): the draws
     took a tenth of the default pipeline's load. ``nn.Linear`` and ``nn.Embedding`` are the
     layers that draw; their parameters are left as allocated until the file's tensors replace
-    them. (Building on the meta device skips them too, but its first use imports torch._dynamo.)"""
-    saved = nn.Linear.reset_parameters, nn.Embedding.reset_parameters
-    nn.Linear.reset_parameters = nn.Embedding.reset_parameters = lambda self: None  # type: ignore[method-assign]
+    them. Only the calling thread skips the draws: the first use wraps the two classes'
+    ``reset_parameters`` once, to a version that asks which thread builds the layer. (Building
+    on the meta device skips them too, but its first use imports torch._dynamo: 4 s more to
+    load a pipeline in a fresh process.)"""
+    with _INSTALL:
+        for layer in (nn.Linear, nn.Embedding):
+            if not getattr(layer.reset_parameters, "sapbert_skippable", False):
+                layer.reset_parameters = _skippable(layer.reset_parameters)  # type: ignore[method-assign]
+    before = getattr(_UNSET, "active", False)
+    _UNSET.active = True
     try:
         yield
     finally:
-        nn.Linear.reset_parameters, nn.Embedding.reset_parameters = saved  # type: ignore[method-assign]
+        _UNSET.active = before
 
 
 class BertEncoder(nn.Module):

@@ -176,3 +176,22 @@ def test_gc_paused_restores_the_collector():
         assert not gc.isenabled()  # a caller's own pause is kept
     finally:
         gc.enable()
+
+
+def test_unset_weights_skips_the_draws_of_the_calling_thread_only():
+    import threading
+
+    from spacy_sapbert.encoding import bert
+
+    drawn = {}
+
+    def other_thread():
+        torch.manual_seed(0)  # the global generator: this thread's layer must draw from it
+        drawn["other"] = torch.nn.Linear(8, 8).weight.detach().clone()
+
+    with bert.unset_weights():
+        worker = threading.Thread(target=other_thread)
+        worker.start()
+        worker.join()
+    torch.manual_seed(0)
+    assert torch.equal(drawn["other"], torch.nn.Linear(8, 8).weight)
