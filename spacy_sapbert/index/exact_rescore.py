@@ -11,7 +11,7 @@ their approximate scores, which are below the exact ones by more than the gap.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -58,10 +58,14 @@ class NameVectors:
 
 
 def rescore_near_best(queries: np.ndarray, scores: np.ndarray, rows: np.ndarray, names: Sequence[str],
-                      vectors: NameVectors, gap: float) -> Tuple[np.ndarray, np.ndarray]:
+                      vectors: NameVectors, gap: float, texts: Optional[Sequence[str]] = None
+                      ) -> Tuple[np.ndarray, np.ndarray]:
     """Score exactly the rows (at most :data:`MAX_RESCORED`) within ``gap`` of each query's best
     and order the hits again, best first (equal scores: last row first, as the index orders
-    ties). ``names[row]`` is a row's name; ``queries`` are the unit vectors searched with."""
+    ties). ``names[row]`` is a row's name; ``queries`` are the unit vectors searched with.
+    ``texts``, the strings the queries encode: a row whose name is its query's own text keeps
+    its score, exact already (the index scores such rows ``q·q``), and is not encoded again
+    (about one in seven of the rows re-scored for the embedded default on BC5CDR dev)."""
     scores, rows = scores.copy(), rows.copy()
     picked: List[Tuple[int, np.ndarray]] = []
     for i in range(len(rows)):
@@ -69,6 +73,8 @@ def rescore_near_best(queries: np.ndarray, scores: np.ndarray, rows: np.ndarray,
         if not valid.any():
             continue
         near = np.flatnonzero(valid & (scores[i] >= scores[i, 0] - gap))[:MAX_RESCORED]
+        if texts is not None:
+            near = near[[names[rows[i, j]] != texts[i] for j in near]] if len(near) else near
         picked.append((i, near))
     if not picked:
         return scores, rows

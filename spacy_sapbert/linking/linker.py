@@ -228,7 +228,7 @@ class Linker:
             scores, hits = self.index.search(queries, min(self.k, len(self.index)), rows, texts=group)
             if self._settings.rescore_gap is not None and not self.index.exact_scores:
                 scores, hits = rescore_near_best(queries, scores, hits, self.index.names, self._name_vectors,
-                                                 self._settings.rescore_gap)
+                                                 self._settings.rescore_gap, texts=group)
             for text, row_scores, row_ids in zip(group, scores, hits):
                 found[(text, types)] = self._by_concept(row_scores, row_ids)
                 self._remember((text, types), found[(text, types)])

@@ -199,3 +199,31 @@ def test_rescore_near_best_only_touches_rows_within_the_gap():
     vectors.get(["c"])  # capacity 2: "a" (least recently used) goes
     vectors.get(["b", "a"])
     assert fixed.asked[-1] == ["a"]
+
+
+def test_rescore_near_best_keeps_the_exact_score_of_a_querys_own_name():
+    """A row whose name is the query's own text was scored q·q by the index: it keeps that score
+    and its name is not encoded again; the other near rows are re-scored as before."""
+    import numpy as np
+
+    from spacy_sapbert.index.exact_rescore import NameVectors, rescore_near_best
+
+    class Fixed:
+        dim = 2
+
+        def __init__(self):
+            self.asked = []
+
+        def encode(self, names):
+            self.asked.append(list(names))
+            return np.array([{"a": [1.0, 0.0], "b": [0.0, 1.0], "c": [0.6, 0.8]}[n] for n in names])
+
+    queries = np.array([[0.0, 1.0], [0.0, 1.0]], dtype=np.float32)  # both encode "b"
+    scores = np.array([[1.0, 0.95, 0.5], [0.9, 0.85, 0.5]], dtype=np.float32)
+    rows = np.array([[1, 2, 0], [0, 1, 2]])
+    fixed = Fixed()
+    new_scores, new_rows = rescore_near_best(queries, scores, rows, ["a", "b", "c"], NameVectors(fixed), gap=0.1,
+                                             texts=["b", "zzz"])
+    assert fixed.asked == [["c", "a", "b"]]  # "b" of the first query, its own text, is not encoded
+    np.testing.assert_array_equal(new_rows, [[1, 2, 0], [1, 2, 0]])
+    np.testing.assert_allclose(new_scores, [[1.0, 0.8, 0.5], [1.0, 0.5, 0.0]])
