@@ -172,22 +172,26 @@ def test_rescore_gap_makes_a_compressed_index_rank_as_exact_search(counting, ind
         make(counting, coarse, rescore_gap=-0.1)
 
 
+class FixedNames:
+    """An encoder of three names with fixed 2-d vectors that records what it is asked to encode."""
+    dim = 2
+
+    def __init__(self):
+        self.asked = []
+
+    def encode(self, names):
+        import numpy as np
+
+        self.asked.append(list(names))
+        return np.array([{"a": [1.0, 0.0], "b": [0.0, 1.0], "c": [0.6, 0.8]}[n] for n in names])
+
+
 def test_rescore_near_best_only_touches_rows_within_the_gap():
     import numpy as np
 
     from spacy_sapbert.index.exact_rescore import NameVectors, rescore_near_best
 
-    class Fixed:
-        dim = 2
-
-        def __init__(self):
-            self.asked = []
-
-        def encode(self, names):
-            self.asked.append(list(names))
-            return np.array([{"a": [1.0, 0.0], "b": [0.0, 1.0], "c": [0.6, 0.8]}[n] for n in names])
-
-    fixed = Fixed()
+    fixed = FixedNames()
     vectors = NameVectors(fixed, capacity=2)
     queries = np.array([[0.0, 1.0]], dtype=np.float32)
     scores = np.array([[0.9, 0.85, 0.5]], dtype=np.float32)
@@ -208,20 +212,10 @@ def test_rescore_near_best_keeps_the_exact_score_of_a_querys_own_name():
 
     from spacy_sapbert.index.exact_rescore import NameVectors, rescore_near_best
 
-    class Fixed:
-        dim = 2
-
-        def __init__(self):
-            self.asked = []
-
-        def encode(self, names):
-            self.asked.append(list(names))
-            return np.array([{"a": [1.0, 0.0], "b": [0.0, 1.0], "c": [0.6, 0.8]}[n] for n in names])
-
     queries = np.array([[0.0, 1.0], [0.0, 1.0]], dtype=np.float32)  # both encode "b"
     scores = np.array([[1.0, 0.95, 0.5], [0.9, 0.85, 0.5]], dtype=np.float32)
     rows = np.array([[1, 2, 0], [0, 1, 2]])
-    fixed = Fixed()
+    fixed = FixedNames()
     new_scores, new_rows = rescore_near_best(queries, scores, rows, ["a", "b", "c"], NameVectors(fixed), gap=0.1,
                                              texts=["b", "zzz"])
     assert fixed.asked == [["c", "a", "b"]]  # "b" of the first query, its own text, is not encoded
