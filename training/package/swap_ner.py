@@ -34,7 +34,10 @@ def ner_teacher(settings_file: Path) -> Optional[Dict[str, Any]]:
         return None
     found = {"soft_labels": training["teacher"], "distil_weight": training.get("distil_weight", 0.5),
              "text": list(training.get("teacher_text", [])), "model": "a larger encoder"}
-    if Path(training["teacher"]).is_file():  # the soft labels say which model, how many seeds
+    if training.get("teacher_model"):  # recorded when the student was trained (SoftLabels.provenance)
+        seeds = training.get("teacher_seeds")
+        found["model"] = training["teacher_model"] + (f", {seeds} seeds" if seeds else "")
+    elif Path(training["teacher"]).is_file():  # the soft labels say which model, how many seeds
         from spacy_sapbert.training.ner.teacher.soft_labels import SoftLabels
 
         labels = SoftLabels(training["teacher"])

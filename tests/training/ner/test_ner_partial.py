@@ -15,7 +15,8 @@ from spacy_sapbert.kb.files import write_jsonl
 from spacy_sapbert.ner.tags import IGNORE, TagScheme
 from spacy_sapbert.training.ner.corpus import CorpusPaths, build_ner_corpus, read_parts
 from spacy_sapbert.training.ner.extra_corpora import IOB_CORPORA, iob_part, read_iob
-from spacy_sapbert.training.ner.tagger.data import PARTIAL_O, examples, open_tags, partial_label_loss
+from spacy_sapbert.training.ner.objective import partial_label_loss
+from spacy_sapbert.training.ner.tagger.data import PARTIAL_O, examples, open_tags
 
 TOKENIZER_CONFIG = {"nlp": {"tokenizer": {"@tokenizers": "sapbert.ScispacyTokenizer.v1", "split_hyphens": True}}}
 CG = next(c for c in IOB_CORPORA if c.name == "bionlp13cg")

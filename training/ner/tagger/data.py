@@ -107,28 +107,6 @@ def examples(docs: Sequence[Doc], tagging: Tagging, style: Optional[str] = None,
     return out, stats
 
 
-def partial_label_loss(logits, gold, allowed):
-    """Mean over scored tokens of ``-log P(tag in allowed)``: cross-entropy where a tag is known,
-    the summed probability of every tag the corpus leaves open where it is not.
-
-    ``logits``: tokens × tags; ``gold``: tag ids (IGNORE to skip); ``allowed``: tokens × tags bool.
-    """
-    import torch
-
-    kept = gold != IGNORE
-    if not bool(kept.any()):
-        return logits.sum() * 0.0
-    logits, allowed = logits[kept], allowed[kept]
-    total = torch.logsumexp(logits, dim=-1)
-    inside = torch.logsumexp(logits.masked_fill(~allowed, float("-inf")), dim=-1)
-    return (total - inside).mean()
-
-
-def distillation_loss(logits, soft):
-    """Mean over tokens of the cross-entropy against a teacher's probabilities ``soft`` (tokens × tags)."""
-    return -(soft * logits.log_softmax(-1)).sum(-1).mean()
-
-
 def span_f1(docs: Sequence[Doc], predicted: Sequence[Sequence]) -> Dict[str, float]:
     """Strict (start, end, label) precision/recall/F1 against the docs' gold entities, in percent."""
     gold = {(d, e.start, e.end, e.label_) for d, doc in enumerate(docs) for e in doc.ents}

@@ -40,13 +40,11 @@ from ...common.schedule import make_optimizer, make_scheduler
 from ...common.signals import StopOnSignal
 from ...common.step import accumulated_step
 from .config import DEFAULT_BASE, NerConfig, resume_identity
-from .data import (PARTIAL_O, build_gazetteer, distillation_loss, examples, fingerprint, partial_label_loss,
-                   read_docbin, scheme_for, span_f1)
+from ..objective import NEW_PARTS, gold_loss, partial_label_loss, with_teacher
+from .data import PARTIAL_O, build_gazetteer, examples, fingerprint, read_docbin, scheme_for, span_f1
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
-# Parameters the tagger adds to the encoder: they learn from scratch, at ``head_lr``.
-NEW_PARTS = ("head.", "gazetteer_embed.")
 TOKENIZER_CONFIG = {"nlp": {"tokenizer": {"@tokenizers": "sapbert.ScispacyTokenizer.v1", "split_hyphens": True}}}
 """The tokenizer of ``configs/ner.cfg`` and of ``ner-data``'s DocBins."""
 
@@ -168,14 +166,11 @@ class NerTrainer(CheckpointedRun):
             allowed = self._allowed(indices, gold, logits.shape[-1])
             loss = partial_label_loss(logits.float(), gold, allowed)
             gold = torch.where(gold == PARTIAL_O, torch.full_like(gold, IGNORE), gold)
-        elif bool((gold != IGNORE).any()):
-            loss = torch.nn.functional.cross_entropy(logits.float(), gold, ignore_index=IGNORE)
-        else:  # teacher-labelled text alone
-            loss = logits.sum() * 0.0
+        else:
+            loss = gold_loss(logits.float(), gold)
         if self.config.teacher:
             soft = torch.from_numpy(np.concatenate([self.examples[i].soft for i in indices])).to(logits.device)
-            weight = self.config.distil_weight
-            loss = weight * distillation_loss(logits.float(), soft) + (1.0 - weight) * loss
+            loss = with_teacher(loss, logits.float(), soft, self.config.distil_weight)
         kept = gold != IGNORE
         accuracy = float((logits.argmax(-1)[kept] == gold[kept]).float().mean()) if kept.any() else 0.0
         return loss, accuracy
@@ -279,24 +274,32 @@ class NerTrainer(CheckpointedRun):
 
     def _export(self) -> Dict[str, Any]:
         """The best epoch's model as a float16 pipeline folder at ``output``."""
-        from spacy_sapbert.util.atomic import atomic_dir
-
         best_dir = self.run_dir / "best"
         model, _, settings = tagger_model.load(best_dir)
         record = {**asdict(self.config), "history": [h for h in self.history if "dev" in h],
                   "best": settings.get("training"), "steps": self.step, "torch": torch.__version__}
-        with atomic_dir(self.output) as tmp:
-            folder = tmp / "_model"
-            tagger_model.save(model, best_dir, self.scheme.tags, folder, dtype=torch.float16,
-                              extra={**self._feature_settings(), "training": record})
-            self.gazetteer.to_disk(folder)
-            nlp = spacy.blank("en", config=TOKENIZER_CONFIG)
-            nlp.add_pipe("sapbert_ner").from_disk(folder)  # config keeps model = null: the files travel
-            nlp.add_pipe("abbreviation_entities")
-            nlp.to_disk(tmp / "pipeline")
-            for item in (tmp / "pipeline").iterdir():
-                shutil.move(str(item), str(tmp / item.name))
-            shutil.rmtree(tmp / "pipeline")
-            shutil.rmtree(folder)
+        write_pipeline(model, best_dir, self.scheme.tags, self.gazetteer, self.output,
+                       {**self._feature_settings(), "training": record})
         logger.info("NER pipeline written to %s (best dev F1 %s)", self.output, settings.get("training"))
         return {"interrupted": False, "step": self.step, "output": str(self.output), "best": settings.get("training")}
+
+
+def write_pipeline(model: torch.nn.Module, tokenizer_folder: Path, tags: Sequence[str], gazetteer, output: Path,
+                   settings: Dict[str, Any]) -> Path:
+    """A spaCy pipeline folder (tokenizer → ``sapbert_ner`` → ``abbreviation_entities``) holding
+    ``model`` in float16 with its gazetteer; ``settings`` go into ``tagger.json``."""
+    from spacy_sapbert.util.atomic import atomic_dir
+
+    with atomic_dir(output) as tmp:
+        folder = tmp / "_model"
+        tagger_model.save(model, tokenizer_folder, tags, folder, dtype=torch.float16, extra=settings)
+        gazetteer.to_disk(folder)
+        nlp = spacy.blank("en", config=TOKENIZER_CONFIG)
+        nlp.add_pipe("sapbert_ner").from_disk(folder)  # config keeps model = null: the files travel
+        nlp.add_pipe("abbreviation_entities")
+        nlp.to_disk(tmp / "pipeline")
+        for item in (tmp / "pipeline").iterdir():
+            shutil.move(str(item), str(tmp / item.name))
+        shutil.rmtree(tmp / "pipeline")
+        shutil.rmtree(folder)
+    return output

@@ -89,7 +89,50 @@ def ner_teacher_score(
     typer.echo(text)
 
 
+def ner_student_export(
+    model: Path = typer.Argument(..., help="The model folder distil.py wrote (DIR/model)."),
+    kb: List[Path] = typer.Option(..., "--kb", help="The KB file(s) the inputs' gazetteer was built from."),
+    output: Path = typer.Option(..., "--output", "-o", help="Pipeline folder to write (as ner-train's output)."),
+    encoder: str = typer.Option("default", help="The encoder whose word-piece table the student shares."),
+    soft_labels: Optional[Path] = typer.Option(
+        None, help="The teacher's soft labels on this machine, for a student trained where they lay elsewhere: "
+                   "their teacher, seeds and text go into the pipeline's training record (tags checked)."),
+) -> None:
+    """Turn a GPU-distilled student (training/ner/teacher/distil.py) into the pipeline folder ner-train writes."""
+    import spacy
+
+    from spacy_sapbert.errors import InputError
+    from spacy_sapbert.linking.settings import DEFAULT_LABEL_TO_TYPES
+    from spacy_sapbert.ner import model as tagger_model
+
+    from ..tagger.data import build_gazetteer
+    from ..tagger.trainer import TOKENIZER_CONFIG, base_encoder_folder, write_pipeline
+
+    with exit_on_input_error():
+        table = tagger_model.read_word_embeddings(base_encoder_folder(encoder))
+        net, _, settings = tagger_model.load(model, word_embeddings=table)
+        label_to_types = {k: list(v) for k, v in DEFAULT_LABEL_TO_TYPES.items()}
+        gazetteer = build_gazetteer(kb, label_to_types, spacy.blank("en", config=TOKENIZER_CONFIG))
+        expected = settings.get("training", {}).get("gazetteer_names")
+        if gazetteer.n_features != settings["n_features"] or expected and int(expected) != len(gazetteer):
+            raise InputError(f"the KB files give a gazetteer of {len(gazetteer)} names and {gazetteer.n_features} "
+                             f"features; the student learnt {expected} and {settings['n_features']}: pass the KB "
+                             "files its inputs were cut with", model / tagger_model.SETTINGS_FILE, field="kb")
+        extra = {k: v for k, v in settings.items() if k not in ("format", "tags", "n_features", tagger_model.SHARED_KEY)}
+        if soft_labels is not None:
+            from .soft_labels import SoftLabels
+
+            labels = SoftLabels(soft_labels)
+            if labels.tags != list(settings["tags"]):
+                raise InputError(f"tags {labels.tags} differ from the student's {settings['tags']}: not its teacher's "
+                                 "soft labels", soft_labels, field="tags")
+            extra["training"] = {**extra.get("training", {}), "teacher": str(soft_labels), **labels.provenance()}
+        write_pipeline(net, model, settings["tags"], gazetteer, output, extra)
+    typer.echo(json.dumps({"output": str(output), "best": settings.get("training", {}).get("best")}, indent=2))
+
+
 def register(app: typer.Typer) -> None:
     app.command("ner-teacher-inputs")(ner_teacher_inputs)
     app.command("ner-teacher-fit")(ner_teacher_fit)
     app.command("ner-teacher-score")(ner_teacher_score)
+    app.command("ner-student-export")(ner_student_export)

@@ -123,7 +123,7 @@ def write_teacher_inputs(corpus: PathLike, parts: Sequence[str], teacher: PathLi
                        "windows": len(arrays["win_offsets"]) - 1}
     metadata = {"format": FORMAT, "tags": json.dumps(list(scheme.tags)), "parts": json.dumps(listed),
                 "n_features": str(gazetteer.n_features), "pad_id": str(tokenizer.pad_token_id),
-                "teacher": teacher.name, "data": digest.hexdigest()[:16]}
+                "teacher": teacher.name, "data": digest.hexdigest()[:16], "gazetteer_names": str(len(gazetteer))}
     output.parent.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(output), metadata=metadata)
     logger.info("teacher inputs %s: %s", output, json.dumps(stats))

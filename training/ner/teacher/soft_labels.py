@@ -41,6 +41,14 @@ class SoftLabels:
         self.training: Dict = json.loads(metadata.get("training", "{}"))
         self.teacher: str = metadata.get("teacher", "")
         """The teacher model's folder name (all-mpnet-base-v2)."""
+        self.data: str = metadata.get("data", "")
+        """The digest of the corpus files the teacher's inputs were cut from."""
+
+    def provenance(self) -> Dict[str, object]:
+        """What a student trained on these labels records of its teacher (model, seeds, the text it alone
+        labelled), so that a package built where the file is not still says what taught it."""
+        return {"teacher_model": self.teacher, "teacher_seeds": self.training.get("seeds"),
+                "teacher_text": [p["name"] for p in self.parts if p["role"] == "unlabelled"]}
 
     def part_for_file(self, file: PathLike) -> str:
         """The name of the part read from corpus file ``file`` (its name, as the inputs listed it; its
@@ -78,6 +86,15 @@ class SoftLabels:
                                  "(the teacher read another tokenisation)", self.path, field=name)
             out.append(probs[lo:hi].astype(np.float32))
         return out
+
+    def part(self, name: str, n_tokens: int) -> np.ndarray:
+        """Every probability row of part ``name`` (float32), which must have ``n_tokens`` tokens."""
+        if f"{name}/probs" not in self._arrays:
+            raise InputError(f"no part {name!r}", self.path, field="parts")
+        probs = self._arrays[f"{name}/probs"]
+        if len(probs) != n_tokens:
+            raise InputError(f"part {name!r} has {len(probs)} tokens, expected {n_tokens}", self.path, field=name)
+        return probs.astype(np.float32)
 
     def check_tags(self, tags: Sequence[str]) -> None:
         if list(tags) != self.tags:
