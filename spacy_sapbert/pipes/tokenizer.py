@@ -41,14 +41,19 @@ def create_scispacy_tokenizer(split_hyphens: bool = False) -> Callable[[Language
         # while spaCy is still building the pipeline. spaCy's default tokenizer would take it from
         # the language defaults: hand over just that, not a whole tokenizer built and thrown away
         # (its ~1,400 special cases took a fifth of the default pipeline's load time).
-        nlp.tokenizer = SimpleNamespace(token_match=nlp.Defaults.token_match)
+        # It is also built without the language's ~1,400 exceptions, which are added once at the end:
+        # each affix set on a tokenizer (the hyphen infix below) loads all its special cases again.
+        bare = SimpleNamespace(vocab=nlp.vocab, Defaults=SimpleNamespace(tokenizer_exceptions={}),
+                               tokenizer=SimpleNamespace(token_match=nlp.Defaults.token_match))
         with warnings.catch_warnings():
             # scispaCy's character classes trip a harmless "possible set union" FutureWarning.
             warnings.simplefilter("ignore", FutureWarning)
-            tokenizer = combined_rule_tokenizer(nlp)
+            tokenizer = combined_rule_tokenizer(bare)
         if split_hyphens:
             pattern = tokenizer.infix_finditer.__self__.pattern  # type: ignore[attr-defined]
             tokenizer.infix_finditer = re.compile(f"{pattern}|{HYPHEN_INFIX}").finditer
+        # scispaCy's own order: the language's exceptions, then its abbreviations over them
+        tokenizer.rules = {**nlp.Defaults.tokenizer_exceptions, **tokenizer.rules}
         return tokenizer
 
     return make_tokenizer

@@ -74,6 +74,22 @@ def test_tokenizer_is_scispacy_and_registered(nlp, nlp_split):
     assert [t.text for t in nlp_split("Cocaine-induced 5-FU IL-2")] == ["Cocaine", "-", "induced", "5", "-", "FU", "IL-2"]
 
 
+def test_tokenizer_is_scispacys_own_rules_and_all(nlp):
+    """Built without the exceptions and given them once at the end, it is byte for byte the tokenizer
+    scispaCy's combined_rule_tokenizer makes (exceptions, abbreviations, affixes)."""
+    import warnings
+
+    from scispacy.custom_tokenizer import combined_rule_tokenizer
+
+    reference_nlp = spacy.blank("en")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        reference = combined_rule_tokenizer(reference_nlp)
+    assert nlp.tokenizer.rules == reference.rules and len(reference.rules) > 1000
+    assert "Fig." in nlp.tokenizer.rules and "can't" in nlp.tokenizer.rules  # scispaCy's and the language's
+    assert nlp.tokenizer.to_bytes(exclude=["vocab"]) == reference.to_bytes(exclude=["vocab"])
+
+
 def test_tokenizer_survives_to_disk_and_spacy_load(nlp_split, tmp_path):
     nlp_split.to_disk(tmp_path / "pipe")
     loaded = spacy.load(tmp_path / "pipe")  # found through the spacy_tokenizers entry point
