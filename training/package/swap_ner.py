@@ -34,17 +34,16 @@ def ner_teacher(settings_file: Path) -> Optional[Dict[str, Any]]:
         return None
     found = {"soft_labels": training["teacher"], "distil_weight": training.get("distil_weight", 0.5),
              "text": list(training.get("teacher_text", [])), "model": "a larger encoder"}
-    if training.get("teacher_model"):  # recorded when the student was trained (SoftLabels.provenance)
-        seeds = training.get("teacher_seeds")
-        found["model"] = training["teacher_model"] + (f", {seeds} seeds" if seeds else "")
-    elif Path(training["teacher"]).is_file():  # the soft labels say which model, how many seeds
+    recorded = training if training.get("teacher_model") else None  # SoftLabels.provenance, at training time
+    if recorded is None and Path(training["teacher"]).is_file():  # a student trained before that was recorded
         from spacy_sapbert.training.ner.teacher.soft_labels import SoftLabels
 
         labels = SoftLabels(training["teacher"])
-        seeds = labels.training.get("seeds")
-        found["model"] = f"{labels.teacher or 'a larger encoder'}" + (f", {seeds} seeds" if seeds else "")
-        if "all" in found["text"]:
-            found["text"] = [p["name"] for p in labels.parts if p["role"] == "unlabelled"]
+        recorded = labels.provenance(labels.unlabelled() if "all" in found["text"] else found["text"])
+    if recorded is not None:
+        seeds = recorded.get("teacher_seeds")
+        found["model"] = (recorded.get("teacher_model") or "a larger encoder") + (f", {seeds} seeds" if seeds else "")
+        found["text"] = list(recorded.get("teacher_text", []))
     return found
 
 

@@ -127,6 +127,9 @@ def test_student_learns_the_teachers_chemicals_where_its_gold_has_none(tmp_path,
     assert len(trainer.examples) == 32 and all(e.soft is not None for e in trainer.examples)
     assert all(t == IGNORE for e in trainer.examples[4:] for t in e.gold)  # the text's own annotation is not read
     assert trainer.train()["best"]["dev"]["f"] > 90  # "Acid" became CHEMICAL: the teacher taught it
+    # the exported record names the teacher's text as the GPU route's does (package-ner reads it, file or not)
+    record = json.loads((tmp_path / "out" / "sapbert_ner" / "tagger.json").read_text())["training"]
+    assert record["teacher_text"] == ["text"] and "teacher_model" in record and "teacher_seeds" in record
 
     with pytest.raises(InputError, match=r"\['other'\] are not unlabelled parts"):
         NerTrainer(NerConfig(base_model=str(tiny_bert), device="cpu", amp="no", teacher=str(soft),

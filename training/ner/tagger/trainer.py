@@ -104,7 +104,9 @@ class NerTrainer(CheckpointedRun):
             found, stats = examples(docs, self.tagging, style, labels, soft)
             logger.info("training data %s (style %s, labels %s): %s", path, style, labels or "all", json.dumps(stats))
             self.examples += found
-        for name, path in self._teacher_text(teacher, Path(dev).parent):
+        teacher_text = self._teacher_text(teacher, Path(dev).parent)
+        self.teacher_record = {} if teacher is None else teacher.provenance([name for name, _ in teacher_text])
+        for name, path in teacher_text:
             teacher.check_file(name, path)
             docs = read_docbin(path, self.nlp)
             found, stats = examples(docs, self.tagging, soft=teacher.docs(name, docs), unlabelled=True)
@@ -276,7 +278,7 @@ class NerTrainer(CheckpointedRun):
         """The best epoch's model as a float16 pipeline folder at ``output``."""
         best_dir = self.run_dir / "best"
         model, _, settings = tagger_model.load(best_dir)
-        record = {**asdict(self.config), "history": [h for h in self.history if "dev" in h],
+        record = {**asdict(self.config), **self.teacher_record, "history": [h for h in self.history if "dev" in h],
                   "best": settings.get("training"), "steps": self.step, "torch": torch.__version__}
         write_pipeline(model, best_dir, self.scheme.tags, self.gazetteer, self.output,
                        {**self._feature_settings(), "training": record})

@@ -123,10 +123,11 @@ def ner_student_export(
             from .soft_labels import SoftLabels
 
             labels = SoftLabels(soft_labels)
-            if labels.tags != list(settings["tags"]):
-                raise InputError(f"tags {labels.tags} differ from the student's {settings['tags']}: not its teacher's "
-                                 "soft labels", soft_labels, field="tags")
-            extra["training"] = {**extra.get("training", {}), "teacher": str(soft_labels), **labels.provenance()}
+            labels.check_tags(settings["tags"])
+            training = extra.get("training", {})
+            text = training.get("teacher_text", ["all"])
+            extra["training"] = {**training, "teacher": str(soft_labels),
+                                 **labels.provenance(labels.unlabelled() if "all" in text else text)}
         write_pipeline(net, model, settings["tags"], gazetteer, output, extra)
     typer.echo(json.dumps({"output": str(output), "best": settings.get("training", {}).get("best")}, indent=2))
 

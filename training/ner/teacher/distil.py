@@ -33,10 +33,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 
 from spacy_sapbert.ner import model as tagger_model
+from spacy_sapbert.util.devices import resolve_device
 
 from ...common.schedule import make_optimizer, make_scheduler
 from ..objective import IGNORE, NEW_PARTS, gold_loss, with_teacher
-from .fit import Inputs, strict_f1
+from .fit import Inputs, optimiser_arguments, strict_f1
 from .soft_labels import SoftLabels
 
 logger = logging.getLogger("distil")
@@ -53,8 +54,7 @@ class Corpus:
         if inputs.metadata.get("data") != soft.data:
             raise ValueError(f"the inputs were cut from corpus files {inputs.metadata.get('data')}, the soft labels "
                              f"from {soft.data}: cut the student's inputs from the teacher's corpus folder")
-        if inputs.tags != soft.tags:
-            raise ValueError(f"tags {inputs.tags} (inputs) and {soft.tags} (soft labels) differ")
+        soft.check_tags(inputs.tags)
         self.inputs, self.roles = inputs, {p["name"]: p["role"] for p in inputs.parts}
         self.gold: Dict[str, torch.Tensor] = {}
         self.soft: Dict[str, torch.Tensor] = {}
@@ -103,7 +103,7 @@ def dev_scores(model, corpus: Corpus, device: torch.device, batch: int = 64) -> 
 
 
 def distil(args: argparse.Namespace) -> Dict:
-    device = torch.device(args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = torch.device(resolve_device(args.device))
     output = Path(args.output)
     if (output / MODEL_DIR).exists():
         raise SystemExit(f"{output / MODEL_DIR} exists; a trained student is never overwritten (choose a new --output)")
@@ -160,7 +160,8 @@ def distil(args: argparse.Namespace) -> Dict:
     record = {"base_model": str(args.encoder), "layers": args.layers, "epochs": args.epochs, "batch_size": args.batch_size,
               "epochs_run": len(history), "lr": args.lr, "head_lr": args.head_lr, "weight_decay": args.weight_decay,
               "warmup_steps": args.warmup_steps, "distil_weight": args.distil_weight, "dropout": args.dropout,
-              "seed": args.seed, "freeze_embeddings": True, "teacher": str(args.soft_labels), **teacher.provenance(),
+              "seed": args.seed, "freeze_embeddings": True, "teacher": str(args.soft_labels),
+              **teacher.provenance([name for name, role in corpus.roles.items() if role == "unlabelled"]),
               "gazetteer_names": inputs.metadata.get("gazetteer_names"),
               "best": {"epoch": best["epoch"], "dev": best["dev"]}, "history": history,
               "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu", "torch": torch.__version__,
@@ -181,18 +182,11 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--layers", type=int, default=3)
     ap.add_argument("--epochs", type=int, default=8)
     ap.add_argument("--patience", type=int, default=0, help="Stop after this many epochs without a better dev F1 (0: never).")
-    ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--lr", type=float, default=5e-5)
-    ap.add_argument("--head-lr", type=float, default=1e-3)
-    ap.add_argument("--weight-decay", type=float, default=0.01)
+    optimiser_arguments(ap, lr=5e-5, time_limit="epoch (the best so far is kept)")
     ap.add_argument("--warmup-steps", type=int, default=100)
     ap.add_argument("--max-grad-norm", type=float, default=1.0)
     ap.add_argument("--distil-weight", type=float, default=0.5)
-    ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--device", default="auto")
-    ap.add_argument("--time-limit", type=float, default=0.0,
-                    help="Seconds: start no epoch that would likely end past this (0: none); the best so far is kept.")
     ap.add_argument("--max-windows", type=int, default=0,
                     help="Learn from this many windows drawn at random (0: all): a quick check of a set-up.")
     return ap

@@ -236,6 +236,18 @@ def fit(args) -> Dict:
     return record
 
 
+def optimiser_arguments(ap: argparse.ArgumentParser, lr: float, time_limit: str) -> None:
+    """The options the teacher's and the student's GPU scripts share (``time_limit``: what the limit stops)."""
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--lr", type=float, default=lr)
+    ap.add_argument("--head-lr", type=float, default=1e-3)
+    ap.add_argument("--weight-decay", type=float, default=0.01)
+    ap.add_argument("--dropout", type=float, default=0.1)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--time-limit", type=float, default=0.0,
+                    help=f"Seconds: start no new {time_limit} that would likely end past this (0: none).")
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", required=True, help="Encoder folder transformers.AutoModel reads (safetensors).")
@@ -243,15 +255,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--output", required=True, help="Folder for soft_labels.safetensors and teacher_log.json.")
     ap.add_argument("--epochs", type=int, default=6)
     ap.add_argument("--seeds", type=int, default=3, help="Teachers trained; their probabilities are averaged.")
-    ap.add_argument("--batch-size", type=int, default=16)
-    ap.add_argument("--lr", type=float, default=3e-5)
-    ap.add_argument("--head-lr", type=float, default=1e-3)
-    ap.add_argument("--weight-decay", type=float, default=0.01)
-    ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--freeze-embeddings", action="store_true")
-    ap.add_argument("--device", default="auto")
-    ap.add_argument("--time-limit", type=float, default=0.0,
-                    help="Seconds: start no new seed that would likely end past this (0: none).")
+    optimiser_arguments(ap, lr=3e-5, time_limit="seed")
     return ap
 
 

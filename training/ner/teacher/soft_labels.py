@@ -44,11 +44,15 @@ class SoftLabels:
         self.data: str = metadata.get("data", "")
         """The digest of the corpus files the teacher's inputs were cut from."""
 
-    def provenance(self) -> Dict[str, object]:
-        """What a student trained on these labels records of its teacher (model, seeds, the text it alone
-        labelled), so that a package built where the file is not still says what taught it."""
-        return {"teacher_model": self.teacher, "teacher_seeds": self.training.get("seeds"),
-                "teacher_text": [p["name"] for p in self.parts if p["role"] == "unlabelled"]}
+    def unlabelled(self) -> List[str]:
+        """The parts whose text only the teacher labelled (``--teacher-text all``)."""
+        return [p["name"] for p in self.parts if p["role"] == "unlabelled"]
+
+    def provenance(self, text: Sequence[str]) -> Dict[str, object]:
+        """What a student trained on these labels records of its teacher (model, seeds, and ``text``: the
+        parts it read with the teacher's labels alone), so that a package built where the file is not
+        still says what taught it."""
+        return {"teacher_model": self.teacher, "teacher_seeds": self.training.get("seeds"), "teacher_text": list(text)}
 
     def part_for_file(self, file: PathLike) -> str:
         """The name of the part read from corpus file ``file`` (its name, as the inputs listed it; its
@@ -98,7 +102,8 @@ class SoftLabels:
 
     def check_tags(self, tags: Sequence[str]) -> None:
         if list(tags) != self.tags:
-            raise InputError(f"tags {self.tags} differ from the student's {list(tags)}", self.path, field="tags")
+            raise InputError(f"tags {self.tags} differ from the student's {list(tags)}: not its teacher's soft labels",
+                             self.path, field="tags")
 
 
 def score_teacher(path: PathLike, corpus: PathLike) -> Dict[str, Dict[str, float]]:
