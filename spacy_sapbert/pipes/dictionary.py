@@ -13,6 +13,13 @@ spaCy's ``LOWER`` string ids) in a table of the listed ones: nothing runs when i
 ``PhraseMatcher`` needs a ``Doc`` and new lexemes per pattern: 0.25 s of the default pipeline's
 load for its 3,768 patterns, the table 0.03 s), and 200 BC5CDR abstracts are matched in about 30 ms
 (the ``PhraseMatcher``: 11 ms). Overlapping matches keep the longest (spaCy's ``filter_spans``).
+
+It also holds the other half of what the annotators did: *exclusions*, wordings they seldom tag with
+a label although they occur often ("acute", "mrna", "degeneration": tagged at under a tenth of three or
+more occurrences). A NER entity that is exactly such a wording with that label is removed before the
+listed wordings are added. They are many (12,053 in the embedded default) and only ever compared whole,
+so they are kept as text, ``LABEL<TAB>lower-case tokens`` per line (``exclusions.tsv``), which reads in
+a hundredth of a second where the JSON patterns took 0.2 s; a package without the file has none.
 """
 from __future__ import annotations
 
@@ -29,7 +36,10 @@ from spacy.util import filter_spans
 from spacy_sapbert.errors import InputError
 
 PATTERNS_FILE = "patterns.jsonl"
+EXCLUSIONS_FILE = "exclusions.tsv"
 Pattern = Dict[str, Any]
+Exclusion = Tuple[str, str]
+"""(label, wording): the wording is the entity's tokens in lower case, joined by single spaces."""
 
 
 def check_pattern(pattern: Any, path: Union[str, Path, None] = None, line: Union[int, None] = None
@@ -43,6 +53,45 @@ def check_pattern(pattern: Any, path: Union[str, Path, None] = None, line: Union
         raise InputError(f"a pattern is {{\"label\": LABEL, \"pattern\": [{{\"LOWER\": TOKEN}}, ...]}}, got {pattern!r}",
                          path, line, field="pattern")
     return label, [t["LOWER"] for t in tokens]
+
+
+def patterns_jsonl(patterns: Iterable[Pattern]) -> str:
+    """The text of a patterns file: one JSON object per line, as spaCy's ``entity_ruler`` reads them."""
+    return "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in patterns)
+
+
+def exclusion(label: Any, wording: Any, path: Union[str, Path, None] = None, line: Union[int, None] = None
+              ) -> Exclusion:
+    """One checked (label, wording), the wording normalised as the pipe compares it; an
+    :class:`InputError` naming the file and line otherwise."""
+    if not isinstance(label, str) or not label.strip() or "\t" in label:
+        raise InputError(f"an exclusion's label is a non-empty text without tabs, got {label!r}", path, line,
+                         field="label")
+    if not isinstance(wording, str) or not wording.split() or "\t" in wording:
+        raise InputError(f"an exclusion's wording is a non-empty text without tabs, got {wording!r}", path, line,
+                         field="wording")
+    return label.strip(), " ".join(wording.lower().split())
+
+
+def read_exclusions(path: Union[str, Path]) -> List[Exclusion]:
+    """The (label, wording) lines of an exclusions file (``#`` starts a comment line)."""
+    path = Path(path)
+    found = []
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip() or line.startswith("#"):
+                continue
+            fields = line.rstrip("\r\n").split("\t")
+            if len(fields) != 2:
+                raise InputError(f"expected LABEL<TAB>wording, got {len(fields)} field(s)", path, number)
+            found.append(exclusion(*fields, path=path, line=number))
+    return found
+
+
+def exclusions_tsv(exclusions: Iterable[Exclusion]) -> str:
+    """The text of an exclusions file, as :func:`read_exclusions` reads it."""
+    return "# label\twording (lower-case tokens): a NER entity that is exactly one is removed\n" + "".join(
+        f"{label}\t{wording}\n" for label, wording in exclusions)
 
 
 def read_patterns(path: Union[str, Path]) -> List[Pattern]:
@@ -74,6 +123,8 @@ class DictionaryEntities:
         # listed tokens' LOWER ids (spaCy's string hashes, as Doc.to_array gives them) -> their labels
         self._labels: Dict[Tuple[int, ...], List[str]] = {}
         self._lengths: Dict[int, Set[int]] = {}  # first token -> the lengths of the sequences it starts
+        self.exclusions: List[Exclusion] = []
+        self._excluded: Set[Exclusion] = set()
 
     @property
     def labels(self) -> Tuple[str, ...]:
@@ -89,6 +140,22 @@ class DictionaryEntities:
             self._lengths.setdefault(key[0], set()).add(len(key))
             self.patterns.append(pattern)
 
+    def add_exclusions(self, exclusions: Iterable[Exclusion]) -> None:
+        """(label, wording) pairs whose NER entities are removed (see the module's docstring)."""
+        for label, wording in exclusions:
+            found = exclusion(label, wording)
+            self._excluded.add(found)
+            self.exclusions.append(found)
+
+    def _without_exclusions(self, doc: Doc) -> List[Span]:
+        ents = list(doc.ents)
+        if not self._excluded:
+            return ents
+        kept = [e for e in ents if (e.label_, " ".join(t.lower_ for t in e)) not in self._excluded]
+        if len(kept) < len(ents):
+            doc.set_ents(kept)
+        return kept
+
     def matches(self, doc: Doc) -> List[Span]:
         """Every occurrence of a listed wording in ``doc`` (overlapping ones included), as the
         ``PhraseMatcher`` on ``LOWER`` of the same patterns finds them."""
@@ -103,7 +170,7 @@ class DictionaryEntities:
         return found
 
     def __call__(self, doc: Doc) -> Doc:
-        ents = list(doc.ents)
+        ents = self._without_exclusions(doc)
         owner = {i: n for n, ent in enumerate(ents) for i in range(ent.start, ent.end)}
 
         def under(span: Span) -> set:
@@ -128,12 +195,19 @@ class DictionaryEntities:
         from spacy_sapbert.util.atomic import atomic_write_text
 
         Path(path).mkdir(parents=True, exist_ok=True)
-        atomic_write_text(Path(path) / PATTERNS_FILE,
-                          "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in self.patterns))
+        atomic_write_text(Path(path) / PATTERNS_FILE, patterns_jsonl(self.patterns))
+        if self.exclusions:
+            atomic_write_text(Path(path) / EXCLUSIONS_FILE, exclusions_tsv(self.exclusions))
+        elif (Path(path) / EXCLUSIONS_FILE).is_file():  # an earlier save's: it would come back at from_disk
+            (Path(path) / EXCLUSIONS_FILE).unlink()
 
     def from_disk(self, path: Union[str, Path], *, exclude: Sequence[str] = ()) -> "DictionaryEntities":
         self.patterns, self._labels, self._lengths = [], {}, {}
+        self.exclusions, self._excluded = [], set()
         self.add_patterns(read_patterns(Path(path) / PATTERNS_FILE))
+        if (Path(path) / EXCLUSIONS_FILE).is_file():
+            self._excluded = set(read_exclusions(Path(path) / EXCLUSIONS_FILE))  # checked as read
+            self.exclusions = sorted(self._excluded)
         return self
 
 
@@ -144,4 +218,5 @@ def make_dictionary_entities(nlp: Language, name: str, extend: bool) -> Dictiona
     return DictionaryEntities(nlp, name, extend)
 
 
-__all__ = ["DictionaryEntities", "make_dictionary_entities", "read_patterns", "check_pattern", "PATTERNS_FILE"]
+__all__ = ["DictionaryEntities", "make_dictionary_entities", "read_patterns", "patterns_jsonl", "check_pattern",
+           "read_exclusions", "exclusions_tsv", "exclusion", "Exclusion", "PATTERNS_FILE", "EXCLUSIONS_FILE"]

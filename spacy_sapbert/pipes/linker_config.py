@@ -87,8 +87,9 @@ def record_in_config(nlp: Optional[Language], pipe: Any, settings: LinkerSetting
     """Write ``settings`` into ``nlp``'s config entry of ``pipe`` (found by identity, so a renamed
     pipe is found too), the one record of a pipe's settings: ``nlp.to_disk`` writes it to
     ``config.cfg`` and ``spacy.load`` builds the pipe from it, so a setting changed on a loaded
-    pipe is what comes back. An old key of :data:`RENAMED_SETTINGS` goes back to null (absent),
-    since beside a changed new key it would read as a contradiction."""
+    pipe is what comes back. An old key of :data:`RENAMED_SETTINGS` goes back to null (absent): the
+    settings hold its value under the new key, and beside it the old one is a contradiction once either
+    changes, and a deprecation notice at every load while neither does."""
     if nlp is None:
         return
     name = next((name for name, component in nlp.components if component is pipe), None)
@@ -98,8 +99,8 @@ def record_in_config(nlp: Optional[Language], pipe: Any, settings: LinkerSetting
     for key, value in settings.as_config().items():
         if config.get(key, DEFAULT_CONFIG[key]) != value:
             config[key] = value
-    for old, (new, _) in RENAMED_SETTINGS.items():
-        if config.get(old) is not None and config[old] != config.get(new, DEFAULT_CONFIG[new]):
+    for old in RENAMED_SETTINGS:
+        if config.get(old) is not None:  # its value is the new key's already (the loop above)
             config[old] = None
 
 

@@ -246,7 +246,7 @@ def test_load_resources_needs_one_source(kb_file):
     assert default.calibrated  # the slider and the help text speak of probabilities
     from spacy_sapbert.default import DEFAULT_PIPELINE
     assert str(DEFAULT_PIPELINE) not in default.source  # no server path on the page
-    assert default.kb.name == "mesh-medic-train"
+    assert default.kb.name == "mesh-medic-chem-train"
     with pytest.raises(InputError, match="not both"):
         load_resources(pipeline="x", model="y", kb=kb_file)
     with pytest.raises(InputError, match="knowledge base file not found"):

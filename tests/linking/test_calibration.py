@@ -138,3 +138,12 @@ def test_sapbert_calibrate_fits_on_gold_spans_and_writes_a_new_pipeline(tiny_ber
     again = CliRunner().invoke(app, ["calibrate", str(corpus), "--pipeline", str(tmp_path / "pipeline"),
                                      "--report", str(tmp_path / "r2.json"), "--output", str(tmp_path / "calibrated")])
     assert again.exit_code == 2 and "not empty" in again.output
+    assert 0.1234 not in [row["threshold"] for row in report["reliability"]]
+    # a calibrated pipeline's own threshold gets a row of the curve: what it keeps as it is
+    loaded_nlp = spacy.load(tmp_path / "calibrated")
+    loaded_nlp.get_pipe("sapbert_linker").threshold = 0.1234
+    loaded_nlp.to_disk(tmp_path / "calibrated-low")
+    third = CliRunner().invoke(app, ["calibrate", str(corpus), "--pipeline", str(tmp_path / "calibrated-low"),
+                                     "--min-precision", "0.5", "--report", str(tmp_path / "r3.json")])
+    assert third.exit_code == 0, third.output
+    assert 0.1234 in [row["threshold"] for row in json.loads((tmp_path / "r3.json").read_text())["reliability"]]

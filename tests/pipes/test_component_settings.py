@@ -104,6 +104,9 @@ def test_the_old_batch_size_key_is_read_as_encode_batch_size(nothing_heavy, capl
     with caplog.at_level(logging.INFO, logger="spacy_sapbert.linking.settings"):
         pipe = nlp.add_pipe("sapbert_linker", config={"kb": "kb.jsonl", "batch_size": 8})
     assert pipe.encode_batch_size == 8 and pipe.settings.encode_batch_size == 8
+    pipe.threshold = 0.5  # a setting recorded: the old key goes, its value stays under the new one
+    config = nlp.get_pipe_config("sapbert_linker")
+    assert config["batch_size"] is None and config["encode_batch_size"] == 8
     (record,) = [r for r in caplog.records if "deprecated" in r.getMessage()]
     assert record.levelno == logging.WARNING and "'encode_batch_size'" in record.getMessage()
     caplog.clear()

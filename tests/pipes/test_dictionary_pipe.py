@@ -118,3 +118,50 @@ def test_matches_are_what_a_phrase_matcher_on_lower_finds(mirror):
         assert sorted((s.start, s.end, s.label_) for s in pipe.matches(doc)) == expected
         total += len(expected)
     assert total > 300  # the comparison saw many matches, overlapping ones among them
+
+
+def test_exclusions_remove_ner_entities_that_are_exactly_an_excluded_wording_with_its_label(tmp_path):
+    nlp = spacy.blank("en")
+    pipe = nlp.add_pipe("dictionary_entities")
+    pipe.add_patterns(PATTERNS)
+    pipe.add_exclusions([("DISEASE", "Acute"), ("CHEMICAL", "lithium  carbonate")])  # compared normalised
+
+    def ner(doc):  # "Acute" as a disease, "lithium carbonate" as a disease (not an excluded label for it)
+        doc.ents = [Span(doc, 2, 3, label="DISEASE"), Span(doc, 6, 8, label="DISEASE")]
+        return doc
+
+    doc = pipe(ner(nlp.make_doc(TEXT)))
+    # "acute" went, so the listed "acute heart failure" fills its tokens; "lithium carbonate" stays a
+    # DISEASE entity: only its CHEMICAL entities are excluded
+    assert [(e.text, e.label_) for e in doc.ents] == [
+        ("Oxygen", "CHEMICAL"), ("acute heart failure", "DISEASE"), ("lithium carbonate", "DISEASE"),
+        ("lithium", "CHEMICAL")]
+    doc = pipe(_with_ner_span(nlp)(nlp.make_doc(TEXT)))  # the NER's CHEMICAL "lithium carbonate" is removed
+    assert ("lithium carbonate", "CHEMICAL") not in [(e.text, e.label_) for e in doc.ents]
+    assert [(e.text, e.label_) for e in doc.ents][-2:] == [("lithium", "CHEMICAL"), ("lithium", "CHEMICAL")]
+
+    nlp.to_disk(tmp_path / "p")
+    saved = tmp_path / "p" / "dictionary_entities" / "exclusions.tsv"
+    assert saved.read_text().splitlines()[1:] == ["DISEASE\tacute", "CHEMICAL\tlithium carbonate"]
+    loaded = spacy.load(tmp_path / "p").get_pipe("dictionary_entities")
+    assert sorted(loaded.exclusions) == sorted(pipe.exclusions) and loaded.patterns == pipe.patterns
+    again = loaded(_with_ner_span(nlp)(nlp.make_doc(TEXT)))
+    assert [(e.text, e.label_) for e in again.ents] == [(e.text, e.label_) for e in doc.ents]
+    # saved again without exclusions, the earlier file does not come back
+    loaded.exclusions, loaded._excluded = [], set()
+    loaded.to_disk(tmp_path / "p" / "dictionary_entities")
+    assert spacy.load(tmp_path / "p").get_pipe("dictionary_entities").exclusions == []
+
+
+def test_bad_exclusions_are_named_by_file_and_line(tmp_path):
+    from spacy_sapbert.pipes.dictionary import read_exclusions
+
+    path = tmp_path / "exclusions.tsv"
+    path.write_text("# comment\nDISEASE\tacute\nDISEASE acute\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"exclusions.tsv:3.*LABEL<TAB>wording"):
+        read_exclusions(path)
+    path.write_text("DISEASE\t  \n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"exclusions.tsv:1.*wording"):
+        read_exclusions(path)
+    with pytest.raises(InputError, match="label"):
+        spacy.blank("en").add_pipe("dictionary_entities").add_exclusions([("", "acute")])

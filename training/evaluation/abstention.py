@@ -129,8 +129,10 @@ def cross_validated(spans: Sequence[LinkedSpan], min_precision: float, folds: in
     return {"folds": folds, "precision": right / linked if linked else 1.0, "coverage": linked / total}
 
 
-def fit_and_report(spans: Sequence[LinkedSpan], min_precision: float, fitted_on: str) -> Tuple[Calibration, Dict[str, Any]]:
-    """The calibration, its threshold for ``min_precision`` and what they cost, as a JSON-ready report."""
+def fit_and_report(spans: Sequence[LinkedSpan], min_precision: float, fitted_on: str,
+                   also_at: Sequence[float] = ()) -> Tuple[Calibration, Dict[str, Any]]:
+    """The calibration, its threshold for ``min_precision`` and what they cost, as a JSON-ready report;
+    the reliability curve also has a row for each of ``also_at`` (the pipeline's own threshold, say)."""
     x, y = features(spans)
     calibration = fit_calibration(x, y, fitted_on=fitted_on)
     probabilities = calibration.probabilities_of(x)
@@ -139,7 +141,8 @@ def fit_and_report(spans: Sequence[LinkedSpan], min_precision: float, fitted_on:
     unlinkable = [s for s in spans if not s.in_kb]
     refused = sum(1 for s in unlinkable if not s.scores or
                   calibration.probabilities(s.scores)[0] < threshold)
-    curve = reliability_curve(probabilities, y, [0.0, 0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, threshold])
+    points = sorted({0.0, 0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, threshold, *also_at})
+    curve = reliability_curve(probabilities, y, points)
     report = {
         "fitted_on": fitted_on, "spans": n, "with_candidates": int(len(y)),
         "accuracy_without_threshold": float(y.mean()) if len(y) else 0.0,

@@ -37,8 +37,12 @@ def calibrate_command(
             raise InputError("exists and is not empty: choose a new folder (nothing is overwritten)", output,
                              field="--output")
         nlp = load_pipeline(pipeline, None)
+        linker = nlp.get_pipe("sapbert_linker")
+        # a calibrated pipeline's own threshold gets its row in the curve: what it keeps as it is
+        configured = [linker.threshold] if linker.threshold is not None and linker.calibration is not None else []
         spans = link_gold_spans(nlp, corpus)
-        calibration, result = fit_and_report(spans, min_precision, f"{corpus.name}: {len(spans)} gold spans")
+        calibration, result = fit_and_report(spans, min_precision, f"{corpus.name}: {len(spans)} gold spans",
+                                             also_at=configured)
         result["pipeline"] = pipeline
         report.parent.mkdir(parents=True, exist_ok=True)
         report.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import typer
 
-from spacy_sapbert.errors import exit_on_input_error
+from spacy_sapbert.errors import InputError, exit_on_input_error
 
 logger = logging.getLogger(__name__)
 STYLE_FILES = {"bc5cdr": "train_bc5cdr.spacy", "ncbi": "train_ncbi.spacy"}
@@ -177,22 +177,41 @@ def ner_dictionary(
     min_rate: float = typer.Option(0.5, help="Keep a wording tagged at least this share of its free occurrences."),
     min_count: int = typer.Option(1, help="... and tagged at least this many times with one label (1 and 2 "
                                    "measured in docs/ner.md)."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output when it exists."),
+    exclusions: Optional[Path] = typer.Option(None, "--exclusions", help="Also write the wordings annotators "
+                                              "seldom tag (the pipe removes NER entities that are exactly one) "
+                                              "here (LABEL<TAB>wording lines; new unless --overwrite)."),
+    max_rate: float = typer.Option(0.1, help="With --exclusions: a wording tagged with a label at under this "
+                                   "share of its occurrences ..."),
+    min_seen: int = typer.Option(3, help="... seen at least this many times (tagged or free)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output (and --exclusions) when it exists."),
 ) -> None:
-    """Wordings the annotators tag nearly everywhere, as patterns for the dictionary_entities pipe after the NER."""
+    """Wordings the annotators tag nearly everywhere, as patterns for the dictionary_entities pipe after the NER
+    (and, with --exclusions, those they seldom tag)."""
     import spacy
 
     from spacy_sapbert.default import DEFAULT_PIPELINE
 
     from ..corpora import check_corpora_and_output
-    from .dictionary import dictionary_patterns, write_patterns
+    from spacy_sapbert.pipes.dictionary import exclusions_tsv
+    from spacy_sapbert.util.atomic import atomic_write_text
+
+    from .dictionary import dictionary_patterns, exclusion_patterns, write_patterns
 
     with exit_on_input_error():
         check_corpora_and_output(corpora, output, overwrite)
+        if exclusions is not None:
+            if exclusions.exists() and not overwrite:
+                raise InputError("exists: choose a new file, or --overwrite (nothing is overwritten unasked)",
+                                 exclusions, field="--exclusions")
+            if not 0 < max_rate < 1:
+                raise InputError(f"must be between 0 and 1, got {max_rate}", field="--max-rate")
         source = pipeline or DEFAULT_PIPELINE
         nlp = spacy.load(source, exclude=spacy.util.load_config(Path(source) / "config.cfg")["nlp"]["pipeline"])
         patterns, report = dictionary_patterns(nlp, corpora, min_rate=min_rate, min_count=min_count)
         write_patterns(output, patterns)
+        if exclusions is not None:
+            excluded, report["exclusions"] = exclusion_patterns(nlp, corpora, max_rate=max_rate, min_seen=min_seen)
+            atomic_write_text(exclusions, exclusions_tsv(excluded))
     typer.echo(json.dumps(report, indent=1))
 
 

@@ -14,7 +14,6 @@ so it cannot tag there either).
 """
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 from spacy.language import Language
 from spacy.matcher import Matcher
+from tqdm import tqdm
 
 from ..corpora import read_pubtator
 from .data import BC5CDR_LABELS, NCBI_LABELS
@@ -34,19 +34,19 @@ MIN_CHARACTERS = 3
 
 
 def _annotated(nlp: Language, corpora: Sequence[Path]) -> Tuple[list, Dict[Tuple[str, ...], Counter]]:
-    """(doc, labels its corpus annotates, gold token spans) per document, and label counts per wording
-    (its tokens' lower-case forms)."""
+    """(doc, labels its corpus annotates, gold token spans -> their labels) per document, and label counts
+    per wording (its tokens' lower-case forms)."""
     docs, counts = [], defaultdict(Counter)
     for path in corpora:
         documents = list(read_pubtator(path))
         labels = {LABEL_OF_TYPE[m.type] for d in documents for m in d.mentions if m.type in LABEL_OF_TYPE}
         for document in documents:
             doc = nlp.make_doc(document.text)
-            gold = []
+            gold: Dict[Tuple[int, int], str] = {}
             for m in document.mentions:
                 span = doc.char_span(m.start, m.end) if m.type in LABEL_OF_TYPE else None
                 if span is not None:
-                    gold.append((span.start, span.end))
+                    gold[span.start, span.end] = LABEL_OF_TYPE[m.type]
                     if not any(t.is_space for t in span):
                         counts[tuple(t.lower_ for t in span)][LABEL_OF_TYPE[m.type]] += 1
             docs.append((doc, labels, gold))
@@ -92,10 +92,53 @@ def dictionary_patterns(nlp: Language, corpora: Sequence[Path], min_rate: float 
     return patterns, report
 
 
+def exclusion_patterns(nlp: Language, corpora: Sequence[Path], max_rate: float = 0.1, min_seen: int = 3,
+                       max_tokens: int = 3) -> Tuple[List[Tuple[str, str]], Dict[str, object]]:
+    """The wordings annotators seldom tag with a label although they occur often: every token sequence of
+    up to ``max_tokens`` tokens seen at least ``min_seen`` times (tagged or free, counted as the patterns
+    are) and tagged with the label at under ``max_rate`` of them, in corpora that annotate the label.
+    Sequences no NER would tag are left out: shorter than :data:`MIN_CHARACTERS` (document-dependent
+    abbreviations), without a letter, or starting or ending with a stop word or punctuation. Returns
+    (label, wording) pairs, the wording's tokens joined by spaces, as the pipe's exclusions file holds them."""
+    docs, _ = _annotated(nlp, corpora)
+    stop = nlp.Defaults.stop_words
+    tagged: Counter = Counter()
+    seen: Counter = Counter()
+    for doc, labels, gold in tqdm(docs, desc="exclusions", unit="doc", leave=False):
+        lower = [t.lower_ for t in doc]
+        covered = {i for start, end in gold for i in range(start, end)}
+        for start in range(len(lower)):
+            for end in range(start + 1, min(start + max_tokens, len(lower)) + 1):
+                if doc[end - 1].is_space:
+                    break
+                wording = tuple(lower[start:end])
+                inside = any(i in covered for i in range(start, end))
+                for label in labels:
+                    if gold.get((start, end)) == label:
+                        tagged[wording, label] += 1
+                        seen[wording, label] += 1
+                    elif not inside:
+                        seen[wording, label] += 1
+
+    def plausible(tokens: Tuple[str, ...]) -> bool:
+        text = "".join(tokens)
+        return len(text) >= MIN_CHARACTERS and any(ch.isalpha() for ch in text) and not any(
+            t in stop or not any(ch.isalnum() for ch in t) for t in (tokens[0], tokens[-1]))
+
+    excluded = sorted((label, tokens) for (tokens, label), n in seen.items()
+                      if n >= min_seen and tagged[tokens, label] < max_rate * n and plausible(tokens))
+    patterns = [(label, " ".join(tokens)) for label, tokens in excluded]
+    report = {"corpora": [str(p) for p in corpora], "max_rate": max_rate, "min_seen": min_seen,
+              "max_tokens": max_tokens, "exclusions": len(patterns),
+              "per_label": dict(Counter(label for label, _ in patterns))}
+    return patterns, report
+
+
 def write_patterns(path: Path, patterns: Sequence[Dict[str, Any]]) -> None:
+    from spacy_sapbert.pipes.dictionary import patterns_jsonl
     from spacy_sapbert.util.atomic import atomic_write_text
 
-    atomic_write_text(path, "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in patterns))
+    atomic_write_text(path, patterns_jsonl(patterns))
 
 
-__all__ = ["dictionary_patterns", "write_patterns", "MIN_CHARACTERS"]
+__all__ = ["dictionary_patterns", "exclusion_patterns", "write_patterns", "MIN_CHARACTERS"]

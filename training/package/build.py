@@ -132,6 +132,25 @@ def exact_index_for(kb: Any, encoder: Any, folder: Optional[PathLike] = None, re
     return exact
 
 
+def check_threshold(threshold: Optional[float]) -> None:
+    """A default threshold is a calibrated probability (or a cosine): refused outside [0, 1], before any work."""
+    if threshold is not None and not 0.0 <= threshold <= 1.0:
+        raise InputError(f"must be between 0 and 1, got {threshold}", field="--threshold")
+
+
+def set_default_threshold(nlp: Language, report: Dict[str, Any], threshold: Optional[float], reason: str = "",
+                          linker: str = "sapbert_linker") -> None:
+    """Make ``threshold`` the linker's default (its config and the build report, which the model card
+    reads): the end-to-end choice made on dev (`sapbert ner-e2e --sweep`), beside the calibration's
+    high-precision one. ``None`` leaves both as they are."""
+    if threshold is None:
+        return
+    check_threshold(threshold)
+    nlp.get_pipe(linker).threshold = threshold
+    nlp.get_pipe_config(linker)["threshold"] = threshold
+    report["default_threshold"] = {"value": threshold, "chosen_for": reason}
+
+
 def write_pipeline(nlp: Language, report: Dict[str, Any], output: PathLike, card_extra: str = "",
                    overwrite: bool = False, started: Optional[float] = None,
                    keep_from: Optional[PathLike] = None, keep: Sequence[str] = ()) -> Dict[str, Any]:

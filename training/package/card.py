@@ -65,10 +65,14 @@ def _annotation_parts(report: Dict[str, Any]) -> Tuple[List[str], str, str]:
     found = report.get("annotations")
     if not found:
         return [], "", ""
+    excluded = (f" First it removes the NER entities that are exactly one of {found['exclusions']:,} wordings the "
+                "same annotators seldom tag with the entity's label although they occur often "
+                "(`sapbert ner-dictionary --exclusions`)." if found.get("exclusions") else "")
     return ([f"- `dictionary_entities`: {found['patterns']:,} wordings that BC5CDR and NCBI train annotators tagged "
              "(with one label) at half or more of their free occurrences (`sapbert ner-dictionary`); it adds "
              "spans that overlap none of the NER's" + (", and a wording that covers NER entities whole and is "
-                                                      "longer replaces them" if found.get("extend") else "") + "."],
+                                                      "longer replaces them" if found.get("extend") else "") + "."
+             + excluded],
             f" Last stage: the annotated names of {found['wordings']:,} training wordings (BC5CDR and NCBI train: a "
             "span with an annotated wording gets its most annotated concept first; "
             f"{found['former_ids']} MeSH 2015 IDs matched to their 2024 concepts).",

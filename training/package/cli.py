@@ -21,6 +21,11 @@ ProbeOption = Annotated[Optional[List[Path]], typer.Option(
 SwapOutputOption = Annotated[Path, typer.Option("--output", "-o", help="Pipeline folder to write (may be --pipeline).")]
 CardOption = Annotated[Optional[Path], typer.Option("--card-extra", help="Markdown appended to the model card "
                                                     "(e.g. the evaluation table).")]
+ThresholdOption = Annotated[Optional[float], typer.Option(
+    "--threshold", help="The linker's new default threshold (e.g. the best document-level F1 of `sapbert ner-e2e "
+    "--sweep` on dev).")]
+ThresholdReasonOption = Annotated[str, typer.Option("--threshold-reason", help="What --threshold was chosen for "
+                                                    "(model card).")]
 SwapOverwriteOption = Annotated[bool, typer.Option("--overwrite", help="Replace --output even when it is not an "
                                                    "earlier package, with everything in it.")]
 
@@ -69,10 +74,8 @@ def package_ner(
     output: SwapOutputOption = ...,
     card: CardOption = None,
     overwrite: SwapOverwriteOption = False,
-    threshold: Optional[float] = typer.Option(None, "--threshold", help="The linker's new default threshold "
-                                              "(e.g. the best document-level F1 of `sapbert ner-e2e --sweep` on dev)."),
-    threshold_reason: str = typer.Option("", "--threshold-reason", help="What --threshold was chosen for "
-                                         "(model card)."),
+    threshold: ThresholdOption = None,
+    threshold_reason: ThresholdReasonOption = "",
 ) -> None:
     """Swap the NER of a packaged default pipeline for a newly trained one; the linker stays as it is
     (its threshold too, unless --threshold sets a new one)."""
@@ -104,8 +107,11 @@ def package_kb(
     probe: ProbeOption = None,
     card: CardOption = None,
     overwrite: SwapOverwriteOption = False,
+    threshold: ThresholdOption = None,
+    threshold_reason: ThresholdReasonOption = "",
 ) -> None:
-    """Swap the KB (and index) of a packaged default pipeline; its encoder and NER stay byte for byte."""
+    """Swap the KB (and index) of a packaged default pipeline; its encoder and NER stay byte for byte. With
+    --calibrate-on the threshold becomes the calibration's high-precision one, unless --threshold sets another."""
     from .swap_kb import replace_kb
 
     with exit_on_input_error():
@@ -116,7 +122,7 @@ def package_kb(
         report = replace_kb(pipeline, kb, output, exact_index=exact_index, reuse_exact=reuse_exact,
                             calibrate_on=calibrate_on, min_precision=min_precision,
                             kb_description=kb_description, probe_mentions=mentions, card_extra=extra,
-                            overwrite=overwrite)
+                            overwrite=overwrite, threshold=threshold, threshold_reason=threshold_reason)
     typer.echo(json.dumps(report, indent=1))
 
 
@@ -130,6 +136,9 @@ def package_annotations(
     overwrite: SwapOverwriteOption = False,
     extend: bool = typer.Option(True, "--extend/--no-extend", help="Let a listed wording also replace NER "
                                 "entities it covers whole and outgrows (\"high blood pressure\" over \"high\")."),
+    exclusions: Optional[Path] = typer.Option(None, "--exclusions", help="Wordings annotators seldom tag "
+                                              "(`sapbert ner-dictionary --exclusions`, LABEL<TAB>wording lines): NER entities that are "
+                                              "exactly one are removed."),
 ) -> None:
     """Add the training annotations to a packaged default: the dictionary_entities pipe after the NER and the linker's
     annotated names; the NER, encoder, KB and index are copied byte for byte."""
@@ -138,7 +147,7 @@ def package_annotations(
     with exit_on_input_error():
         extra = card.read_text(encoding="utf-8") if card else ""
         report = add_annotations(pipeline, names, patterns, output, card_extra=extra, overwrite=overwrite,
-                                 extend=extend)
+                                 extend=extend, exclusions=exclusions)
     typer.echo(json.dumps(report, indent=1))
 
 

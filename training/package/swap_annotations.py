@@ -1,5 +1,6 @@
 """Give a built default pipeline what its training corpora's annotators did: ``dictionary_entities``
-after the NER with the wordings they tag nearly everywhere (``sapbert ner-dictionary``), and the
+after the NER with the wordings they tag nearly everywhere (``sapbert ner-dictionary``) and, given,
+the wordings they seldom tag (its exclusions: NER entities that are exactly one are removed), and the
 linker's annotated-names table (``sapbert annotated-names``). Nothing is retrained or re-encoded:
 the NER, the encoder, the KB and the index are copied byte for byte.
 """
@@ -9,11 +10,11 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any, Dict, Union
+from typing import Any, Dict, Optional, Union
 
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.linking.annotated_names import AnnotatedNames
-from spacy_sapbert.pipes.dictionary import read_patterns
+from spacy_sapbert.pipes.dictionary import read_exclusions, read_patterns
 
 from .build import BUILD_FILE, MARKER_KEY, NER_PIPES, write_pipeline
 
@@ -26,11 +27,13 @@ LINKER_KEPT = ("encoder", "index", "kb.jsonl.gz", "cfg.json")
 
 
 def add_annotations(pipeline: PathLike, names: PathLike, patterns: PathLike, output: PathLike,
-                    card_extra: str = "", overwrite: bool = False, extend: bool = True) -> Dict[str, Any]:
+                    card_extra: str = "", overwrite: bool = False, extend: bool = True,
+                    exclusions: Optional[PathLike] = None) -> Dict[str, Any]:
     """Write ``pipeline`` with the dictionary of ``patterns`` after its NER and the table ``names`` in its
     linker to ``output`` (which may be ``pipeline`` itself); an earlier dictionary or table is replaced,
     any other pipe (a user's own ``entity_ruler`` too) is kept. ``extend``: the dictionary may also replace NER
-    entities a longer listed wording covers whole (measured better on BC5CDR dev: docs/ner.md)."""
+    entities a longer listed wording covers whole (measured better on BC5CDR dev: docs/ner.md);
+    ``exclusions`` (``sapbert ner-dictionary --exclusions``): the wordings whose NER entities it removes."""
     import spacy
 
     started = time.perf_counter()
@@ -38,7 +41,8 @@ def add_annotations(pipeline: PathLike, names: PathLike, patterns: PathLike, out
     build_file = pipeline / BUILD_FILE
     if not build_file.is_file():
         raise InputError(f"not a packaged default pipeline ({BUILD_FILE} missing)", pipeline)
-    for path in (names, patterns):
+    exclusions = Path(exclusions) if exclusions is not None else None
+    for path in (names, patterns, *([exclusions] if exclusions else [])):
         if not path.is_file():
             raise InputError("file not found", path)
     report = {k: v for k, v in json.loads(build_file.read_text(encoding="utf-8")).items()
@@ -54,9 +58,12 @@ def add_annotations(pipeline: PathLike, names: PathLike, patterns: PathLike, out
     ruler = nlp.add_pipe(RULER, after=ner, config={"extend": extend})
     found = read_patterns(patterns)
     ruler.add_patterns(found)
+    excluded = read_exclusions(exclusions) if exclusions else []
+    ruler.add_exclusions(excluded)
     report["annotations"] = {"annotated_names": str(names), "wordings": len(table),
                              "former_ids": len(table.former_ids), "ruler_patterns": str(patterns),
-                             "patterns": len(found), "extend": extend, "seconds": round(time.perf_counter() - started, 1)}
+                             "patterns": len(found), "extend": extend,
+                             "exclusions": len(excluded), "exclusions_file": str(exclusions) if exclusions else None, "seconds": round(time.perf_counter() - started, 1)}
     keep = [n for n in nlp.pipe_names if n not in (RULER, LINKER) and (pipeline / n).is_dir()]
     keep += [f"{LINKER}/{part}" for part in LINKER_KEPT if (pipeline / LINKER / part).exists()]
     write_pipeline(nlp, report, output, card_extra, overwrite, keep_from=pipeline, keep=keep)

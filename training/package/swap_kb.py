@@ -9,7 +9,9 @@ components are copied byte for byte and so is the encoder's folder.
 The score calibration was fitted on the previous KB's scores (against a KB with more names they
 are higher): with ``calibrate_on`` (a development corpus) it is fitted again on the new pipeline
 and the threshold chosen for ``min_precision``, as ``sapbert calibrate`` does; without, the old
-one is kept and the report and a warning say so.
+one is kept and the report and a warning say so. A default threshold chosen end to end for the
+previous calibration (``package-ner --threshold``) does not hold for the new one: it is dropped,
+unless ``threshold`` gives the one chosen for this KB.
 """
 from __future__ import annotations
 
@@ -23,8 +25,8 @@ from spacy_sapbert.pipes.linker_parts import ENCODER_DIR
 from spacy_sapbert.errors import InputError
 
 from ..evaluation.abstention import LINKER
-from .build import (BUILD_FILE, MARKER_KEY, agreement, check_exact_index, check_package_output, exact_index_for,
-                      write_pipeline)
+from .build import (BUILD_FILE, MARKER_KEY, agreement, check_exact_index, check_package_output, check_threshold,
+                    exact_index_for, set_default_threshold, write_pipeline)
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -36,11 +38,13 @@ PathLike = Union[str, Path]
 def replace_kb(pipeline: PathLike, kb_path: PathLike, output: PathLike, *, exact_index: Optional[PathLike] = None,
                reuse_exact: bool = False, calibrate_on: Optional[PathLike] = None, min_precision: float = 0.95,
                kb_description: Optional[str] = None, probe_mentions: Sequence[str] = (), card_extra: str = "",
-               overwrite: bool = False) -> Dict[str, Any]:
+               overwrite: bool = False, threshold: Optional[float] = None, threshold_reason: str = ""
+               ) -> Dict[str, Any]:
     """Write ``pipeline`` with its linker searching ``kb_path`` to ``output`` (which may be ``pipeline``).
     With ``exact_index``, the exact (flat) index of the new KB is saved there too, or loaded from
     there with ``reuse_exact`` when it is one of this encoder and KB (fingerprints checked);
-    ``probe_mentions`` measure the compact index against it, as ``package-default`` does."""
+    ``probe_mentions`` measure the compact index against it, as ``package-default`` does; ``threshold``
+    becomes the linker's default (:func:`~.build.set_default_threshold`)."""
     import spacy
 
     from spacy_sapbert.kb.knowledge_base import KnowledgeBase
@@ -51,6 +55,7 @@ def replace_kb(pipeline: PathLike, kb_path: PathLike, output: PathLike, *, exact
     if not build_file.is_file():
         raise InputError(f"not a packaged default pipeline ({BUILD_FILE} missing)", pipeline)
     check_package_output(Path(output), overwrite)  # before minutes of encoding, not after
+    check_threshold(threshold)
     if exact_index:
         check_exact_index(Path(exact_index), overwrite)
     report = _carried_report(build_file, kb_path, kb_description)
@@ -69,10 +74,11 @@ def replace_kb(pipeline: PathLike, kb_path: PathLike, output: PathLike, *, exact
     stale_calibration = calibration is not None
     linker.use(encoder, kb, compact)
     linker.calibration = calibration
-    nlp.get_pipe_config(LINKER)["kb"] = str(kb_path)  # the setting records where the KB came from
     if calibrate_on is not None:
         report["calibration"] = _recalibrate(nlp, calibrate_on, min_precision)
         stale_calibration = False
+        report.pop("default_threshold", None)
+    set_default_threshold(nlp, report, threshold, threshold_reason)
     report.update({"kb": kb.name, "kb_file": str(kb_path), "kb_stats": kb.stats().as_dict(),
                    "index_rows": len(compact), "index_params": compact.manifest.get("params"),
                    "encode_seconds": exact.manifest["build"].get("encode_seconds"),
@@ -80,6 +86,9 @@ def replace_kb(pipeline: PathLike, kb_path: PathLike, output: PathLike, *, exact
                    "rescore_gap": linker.settings.rescore_gap,
                    "calibration_fitted_on_previous_kb": stale_calibration,
                    "kb_swap_seconds": round(time.perf_counter() - started, 1)})
+    # the setting records where the KB came from; set last, as a changed setting (the threshold) writes the
+    # pipe's settings, its old KB path included, back into the config
+    nlp.get_pipe_config(LINKER)["kb"] = str(kb_path)
     # the vocab too: linking the calibration corpus put its words into the string store
     keep = [n for n in [*nlp.pipe_names, "vocab"] if n != LINKER and (pipeline / n).is_dir()]
     write_pipeline(nlp, report, output, card_extra, overwrite, keep_from=pipeline,

@@ -17,7 +17,7 @@ from typing import Any, Dict, Optional, Union
 
 from spacy_sapbert.errors import InputError
 
-from .build import BUILD_FILE, MARKER_KEY, NER_PIPES, write_pipeline
+from .build import BUILD_FILE, MARKER_KEY, NER_PIPES, set_default_threshold, write_pipeline
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -84,12 +84,7 @@ def replace_ner(pipeline: PathLike, ner: PathLike, output: PathLike, card_extra:
         pipe.nlp = nlp  # it came from `source`: the table it may share is this pipeline's linker's
         report["ner_shares_word_embeddings"] = pipe.share_word_embeddings("sapbert_linker")
         report["ner_teacher"] = ner_teacher(Path(ner) / "sapbert_ner" / "tagger.json")
-    if threshold is not None:
-        if not 0.0 <= threshold <= 1.0:
-            raise InputError(f"must be between 0 and 1, got {threshold}", field="--threshold")
-        nlp.get_pipe("sapbert_linker").threshold = threshold
-        nlp.get_pipe_config("sapbert_linker")["threshold"] = threshold
-        report["default_threshold"] = {"value": threshold, "chosen_for": threshold_reason}
+    set_default_threshold(nlp, report, threshold, threshold_reason)
     report["ner_swap_seconds"] = round(time.perf_counter() - started, 1)
     write_pipeline(nlp, report, output, card_extra, overwrite, keep_from=pipeline,
                    keep=[n for n in nlp.pipe_names if n not in NER_COMPONENTS and (pipeline / n).is_dir()])

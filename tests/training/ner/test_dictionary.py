@@ -49,3 +49,28 @@ def test_rates_count_free_occurrences_in_corpora_that_annotate_the_label(tmp_pat
     ruler.add_patterns([json.loads(line) for line in (tmp_path / "patterns.jsonl").open()])
     assert [(e.text, e.label_) for e in nlp("OXYGEN after heart failure").ents] == [
         ("OXYGEN", "CHEMICAL"), ("heart failure", "DISEASE")]
+
+
+def test_exclusions_are_frequent_wordings_annotators_seldom_tag_with_a_label(tmp_path):
+    from spacy_sapbert.training.ner.dictionary import exclusion_patterns
+
+    # CDR: "acute" occurs 4 times, never tagged; "lead" is tagged as a chemical once in 4 (25%); "fever"
+    # as a disease in 2 of 4 occurrences (NCBI's counts too). NCBI annotates no chemicals.
+    cdr = _pubtator(tmp_path / "cdr.txt", [
+        ("1", "Acute fever. Acute pain with lead. The acute phase; lead and lead.", [("lead", "Chemical")]),
+        ("2", "An acute fever with lead in the fever clinic.", [("fever", "Disease")]),
+    ])
+    ncbi = _pubtator(tmp_path / "ncbi.txt", [("3", "Oxygen, oxygen and oxygen for the fever.", [("fever", "Disease")])])
+    nlp = spacy.blank("en")
+    patterns, report = exclusion_patterns(nlp, [cdr, ncbi], max_rate=0.1, min_seen=3)
+    found = set(patterns)
+    assert ("DISEASE", "acute") in found and ("CHEMICAL", "acute") in found
+    assert ("CHEMICAL", "lead") not in found and ("DISEASE", "lead") in found  # tagged as a chemical only
+    assert ("DISEASE", "fever") not in found and ("CHEMICAL", "fever") not in found  # 2 of 4; seen twice
+    assert ("CHEMICAL", "oxygen") not in found  # NCBI annotates no chemicals: its oxygen says nothing
+    assert ("DISEASE", "oxygen") in found
+    # no stop word or punctuation at an edge, three characters at least, a letter
+    assert not any(w.split(" ")[0] in nlp.Defaults.stop_words or w.endswith(";") or len(w.replace(" ", "")) < 3
+                   for _, w in found)
+    assert ("DISEASE", "acute fever") not in found  # seen once (the other overlaps a gold span)
+    assert report["exclusions"] == len(patterns) and report["max_rate"] == 0.1

@@ -108,7 +108,7 @@ def test_embedded_default_links_offline():
                                                                             enumerate(candidates) if i != 2]
     blank = spacy.blank("en")
     linker = blank.add_pipe("sapbert_linker")  # no config: the embedded encoder, KB and index
-    assert linker.index.kind == "pq" and linker.kb.name == "mesh-medic-train"
+    assert linker.index.kind == "pq" and linker.kb.name == "mesh-medic-chem-train"
 
 
 def test_ner_labels_are_known_before_the_ner_runs(tmp_path):

@@ -50,6 +50,17 @@ def test_the_ruler_and_table_are_added_and_everything_else_is_kept(tmp_path):
     assert again.pipe_names.count("dictionary_entities") == 1
     assert len(again.get_pipe("dictionary_entities").patterns) == 1
     assert "entity_ruler" not in again.pipe_names
+    text = "Patients with hypertension were given zorbitol daily."
+    assert ("hypertension", "DISEASE") in [(e.text, e.label_) for e in again(text).ents]
+    # with exclusions: the NER's entities that are exactly an excluded wording (with its label) are removed
+    exclusions = tmp_path / "exclusions.tsv"
+    exclusions.write_text("DISEASE\thypertension\n", encoding="utf-8")
+    report = add_annotations(out, names, patterns, out, exclusions=exclusions)
+    assert report["annotations"]["exclusions"] == 1
+    excluding = spacy.load(out)
+    assert [(e.text, e.label_) for e in excluding(text).ents] == [("zorbitol", "CHEMICAL")]
+    with pytest.raises(InputError, match="missing.tsv"):
+        add_annotations(out, names, patterns, tmp_path / "other", exclusions=tmp_path / "missing.tsv")
 
 
 def test_bad_inputs_are_named(tmp_path):

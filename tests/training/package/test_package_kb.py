@@ -142,6 +142,30 @@ def test_replace_kb_fits_the_calibration_again_on_the_new_kb(tiny_bert, tmp_path
     assert "## Calibration" in card and "a test KB" in card and f"threshold is {fitted['threshold']}" in card
 
 
+def test_replace_kb_sets_the_default_threshold_chosen_for_the_new_kb_and_drops_the_old_choice(tiny_bert, tmp_path):
+    from tests.linking.test_calibration import write_gold_corpus
+
+    kb_path = write_small_kb(tmp_path)
+    package = tmp_path / "default"
+    build_default_pipeline(_blank_ner(tmp_path / "ner"), tiny_bert, kb_path, package, pq_m=8)
+    gold = write_gold_corpus(tmp_path)
+    with pytest.raises(InputError, match="between 0 and 1"):  # refused before any encoding
+        replace_kb(package, kb_path, tmp_path / "never", calibrate_on=gold, threshold=1.5)
+    assert not (tmp_path / "never").exists()
+    renamed = tmp_path / "renamed-kb.jsonl"  # the config must record the new KB file's path
+    renamed.write_bytes(kb_path.read_bytes())
+    report = replace_kb(package, renamed, package, calibrate_on=gold, min_precision=0.5, threshold=0.3,
+                        threshold_reason="the best document F1 on dev")
+    assert report["default_threshold"] == {"value": 0.3, "chosen_for": "the best document F1 on dev"}
+    nlp = spacy.load(package)
+    assert nlp.get_pipe("sapbert_linker").threshold == 0.3 == nlp.config["components"]["sapbert_linker"]["threshold"]
+    assert "the threshold is 0.3 (the best document F1 on dev)" in (package / "README.md").read_text()
+    assert spacy.util.load_config(package / "config.cfg")["components"]["sapbert_linker"]["kb"] == str(renamed)
+    again = replace_kb(package, kb_path, package, calibrate_on=gold, min_precision=0.5)  # calibrated again, no choice
+    assert "default_threshold" not in again
+    assert spacy.load(package).get_pipe("sapbert_linker").threshold == again["calibration"]["threshold"]
+
+
 def test_annotation_commands_write_new_files_from_the_training_mentions_and_never_overwrite(tmp_path):
     names, patterns = tmp_path / "names.json", tmp_path / "patterns.jsonl"
     for command, out in (["annotated-names", str(TRAIN), "--kb", str(KB), "-o", str(names)], names), \
@@ -158,3 +182,15 @@ def test_annotation_commands_write_new_files_from_the_training_mentions_and_neve
     assert table.lookup("heart attacks") == ("D009203", pytest.approx(2 / 3))  # one mention, one vote
     wordings = {" ".join(t["LOWER"] for t in json.loads(line)["pattern"]) for line in patterns.open()}
     assert "heart attacks" in wordings
+    exclusions = tmp_path / "exclusions.tsv"
+    args = ["ner-dictionary", str(TRAIN), "-o", str(tmp_path / "p2.jsonl"), "--exclusions", str(exclusions),
+            "--min-seen", "1"]
+    result = CliRunner().invoke(_app(), args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["exclusions"]["min_seen"] == 1
+    from spacy_sapbert.pipes.dictionary import read_exclusions
+
+    written = read_exclusions(exclusions)
+    assert written and all(label in ("CHEMICAL", "DISEASE") for label, _ in written)
+    again = CliRunner().invoke(_app(), args[:3] + [str(tmp_path / "p3.jsonl")] + args[4:])
+    assert again.exit_code == 2 and "--exclusions" in again.output and not (tmp_path / "p3.jsonl").exists()
