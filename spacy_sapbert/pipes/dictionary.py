@@ -75,16 +75,16 @@ def exclusion(label: Any, wording: Any, path: Union[str, Path, None] = None, lin
 
 def read_exclusions(path: Union[str, Path]) -> List[Exclusion]:
     """The (label, wording) lines of an exclusions file (``#`` starts a comment line)."""
-    path = Path(path)
+    from spacy_sapbert.util.textfile import iter_lines
+
     found = []
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.strip() or line.startswith("#"):
-                continue
-            fields = line.rstrip("\r\n").split("\t")
-            if len(fields) != 2:
-                raise InputError(f"expected LABEL<TAB>wording, got {len(fields)} field(s)", path, number)
-            found.append(exclusion(*fields, path=path, line=number))
+    for number, line in iter_lines(path):
+        if not line.strip() or line.startswith("#"):
+            continue
+        fields = line.split("\t")
+        if len(fields) != 2:
+            raise InputError(f"expected LABEL<TAB>wording, got {len(fields)} field(s)", path, number)
+        found.append(exclusion(*fields, path=path, line=number))
     return found
 
 
@@ -144,8 +144,9 @@ class DictionaryEntities:
         """(label, wording) pairs whose NER entities are removed (see the module's docstring)."""
         for label, wording in exclusions:
             found = exclusion(label, wording)
-            self._excluded.add(found)
-            self.exclusions.append(found)
+            if found not in self._excluded:
+                self._excluded.add(found)
+                self.exclusions.append(found)
 
     def _without_exclusions(self, doc: Doc) -> List[Span]:
         ents = list(doc.ents)

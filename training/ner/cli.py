@@ -192,10 +192,7 @@ def ner_dictionary(
     from spacy_sapbert.default import DEFAULT_PIPELINE
 
     from ..corpora import check_corpora_and_output
-    from spacy_sapbert.pipes.dictionary import exclusions_tsv
-    from spacy_sapbert.util.atomic import atomic_write_text
-
-    from .dictionary import dictionary_patterns, exclusion_patterns, write_patterns
+    from .dictionary import annotated, annotator_exclusions, dictionary_patterns, write_exclusions, write_patterns
 
     with exit_on_input_error():
         check_corpora_and_output(corpora, output, overwrite)
@@ -207,11 +204,13 @@ def ner_dictionary(
                 raise InputError(f"must be between 0 and 1, got {max_rate}", field="--max-rate")
         source = pipeline or DEFAULT_PIPELINE
         nlp = spacy.load(source, exclude=spacy.util.load_config(Path(source) / "config.cfg")["nlp"]["pipeline"])
-        patterns, report = dictionary_patterns(nlp, corpora, min_rate=min_rate, min_count=min_count)
+        read = annotated(nlp, corpora)  # tokenised once for both lists
+        patterns, report = dictionary_patterns(nlp, corpora, min_rate=min_rate, min_count=min_count, read=read)
         write_patterns(output, patterns)
         if exclusions is not None:
-            excluded, report["exclusions"] = exclusion_patterns(nlp, corpora, max_rate=max_rate, min_seen=min_seen)
-            atomic_write_text(exclusions, exclusions_tsv(excluded))
+            excluded, report["exclusions"] = annotator_exclusions(nlp, corpora, max_rate=max_rate,
+                                                                  min_seen=min_seen, read=read)
+            write_exclusions(exclusions, excluded)
     typer.echo(json.dumps(report, indent=1))
 
 

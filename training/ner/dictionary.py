@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from spacy.language import Language
 from spacy.matcher import Matcher
@@ -33,7 +33,11 @@ MIN_CHARACTERS = 3
 """Shorter wordings ("K", "Ca", "PD") are abbreviations whose sense depends on the document."""
 
 
-def _annotated(nlp: Language, corpora: Sequence[Path]) -> Tuple[list, Dict[Tuple[str, ...], Counter]]:
+Annotated = Tuple[list, Dict[Tuple[str, ...], Counter]]
+"""What :func:`annotated` returns: the tokenised corpora with their gold spans, and label counts per wording."""
+
+
+def annotated(nlp: Language, corpora: Sequence[Path]) -> Annotated:
     """(doc, labels its corpus annotates, gold token spans -> their labels) per document, and label counts
     per wording (its tokens' lower-case forms)."""
     docs, counts = [], defaultdict(Counter)
@@ -53,12 +57,13 @@ def _annotated(nlp: Language, corpora: Sequence[Path]) -> Tuple[list, Dict[Tuple
     return docs, counts
 
 
-def dictionary_patterns(nlp: Language, corpora: Sequence[Path], min_rate: float = 0.5, min_count: int = 1
-                        ) -> Tuple[List[Dict[str, Any]], Dict[str, object]]:
+def dictionary_patterns(nlp: Language, corpora: Sequence[Path], min_rate: float = 0.5, min_count: int = 1,
+                        read: Optional[Annotated] = None) -> Tuple[List[Dict[str, Any]], Dict[str, object]]:
     """The patterns and the counts behind them. Token patterns
     (``{"label", "pattern": [{"LOWER": …}, …]}``), not phrase patterns: spaCy's ruler runs the
-    pipes before it over every phrase pattern when it loads, which here is the transformer NER."""
-    docs, counts = _annotated(nlp, corpora)
+    pipes before it over every phrase pattern when it loads, which here is the transformer NER. ``read``:
+    :func:`annotated` of the same corpora, when the caller has it already."""
+    docs, counts = read or annotated(nlp, corpora)
     candidates: Dict[str, Tuple[str, Tuple[str, ...]]] = {}
     for tokens, labels in counts.items():
         label, count = labels.most_common(1)[0]
@@ -92,15 +97,17 @@ def dictionary_patterns(nlp: Language, corpora: Sequence[Path], min_rate: float 
     return patterns, report
 
 
-def exclusion_patterns(nlp: Language, corpora: Sequence[Path], max_rate: float = 0.1, min_seen: int = 3,
-                       max_tokens: int = 3) -> Tuple[List[Tuple[str, str]], Dict[str, object]]:
+def annotator_exclusions(nlp: Language, corpora: Sequence[Path], max_rate: float = 0.1, min_seen: int = 3,
+                         max_tokens: int = 3, read: Optional[Annotated] = None
+                         ) -> Tuple[List[Tuple[str, str]], Dict[str, object]]:
     """The wordings annotators seldom tag with a label although they occur often: every token sequence of
     up to ``max_tokens`` tokens seen at least ``min_seen`` times (tagged or free, counted as the patterns
     are) and tagged with the label at under ``max_rate`` of them, in corpora that annotate the label.
     Sequences no NER would tag are left out: shorter than :data:`MIN_CHARACTERS` (document-dependent
     abbreviations), without a letter, or starting or ending with a stop word or punctuation. Returns
-    (label, wording) pairs, the wording's tokens joined by spaces, as the pipe's exclusions file holds them."""
-    docs, _ = _annotated(nlp, corpora)
+    (label, wording) pairs, the wording's tokens joined by spaces, as the pipe's exclusions file holds them;
+    ``read``: :func:`annotated` of the same corpora, when the caller has it already."""
+    docs, _ = read or annotated(nlp, corpora)
     stop = nlp.Defaults.stop_words
     tagged: Counter = Counter()
     seen: Counter = Counter()
@@ -141,4 +148,12 @@ def write_patterns(path: Path, patterns: Sequence[Dict[str, Any]]) -> None:
     atomic_write_text(path, patterns_jsonl(patterns))
 
 
-__all__ = ["dictionary_patterns", "exclusion_patterns", "write_patterns", "MIN_CHARACTERS"]
+def write_exclusions(path: Path, exclusions: Sequence[Tuple[str, str]]) -> None:
+    from spacy_sapbert.pipes.dictionary import exclusions_tsv
+    from spacy_sapbert.util.atomic import atomic_write_text
+
+    atomic_write_text(path, exclusions_tsv(exclusions))
+
+
+__all__ = ["annotated", "dictionary_patterns", "annotator_exclusions", "write_patterns", "write_exclusions",
+           "MIN_CHARACTERS"]

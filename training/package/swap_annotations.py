@@ -62,8 +62,9 @@ def add_annotations(pipeline: PathLike, names: PathLike, patterns: PathLike, out
     ruler.add_exclusions(excluded)
     report["annotations"] = {"annotated_names": str(names), "wordings": len(table),
                              "former_ids": len(table.former_ids), "ruler_patterns": str(patterns),
-                             "patterns": len(found), "extend": extend,
-                             "exclusions": len(excluded), "exclusions_file": str(exclusions) if exclusions else None, "seconds": round(time.perf_counter() - started, 1)}
+                             "patterns": len(found), "extend": extend, "exclusions": len(excluded),
+                             "exclusions_file": str(exclusions) if exclusions else None,
+                             "seconds": round(time.perf_counter() - started, 1)}
     keep = [n for n in nlp.pipe_names if n not in (RULER, LINKER) and (pipeline / n).is_dir()]
     keep += [f"{LINKER}/{part}" for part in LINKER_KEPT if (pipeline / LINKER / part).exists()]
     write_pipeline(nlp, report, output, card_extra, overwrite, keep_from=pipeline, keep=keep)

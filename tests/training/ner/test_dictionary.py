@@ -52,7 +52,7 @@ def test_rates_count_free_occurrences_in_corpora_that_annotate_the_label(tmp_pat
 
 
 def test_exclusions_are_frequent_wordings_annotators_seldom_tag_with_a_label(tmp_path):
-    from spacy_sapbert.training.ner.dictionary import exclusion_patterns
+    from spacy_sapbert.training.ner.dictionary import annotator_exclusions
 
     # CDR: "acute" occurs 4 times, never tagged; "lead" is tagged as a chemical once in 4 (25%); "fever"
     # as a disease in 2 of 4 occurrences (NCBI's counts too). NCBI annotates no chemicals.
@@ -62,7 +62,7 @@ def test_exclusions_are_frequent_wordings_annotators_seldom_tag_with_a_label(tmp
     ])
     ncbi = _pubtator(tmp_path / "ncbi.txt", [("3", "Oxygen, oxygen and oxygen for the fever.", [("fever", "Disease")])])
     nlp = spacy.blank("en")
-    patterns, report = exclusion_patterns(nlp, [cdr, ncbi], max_rate=0.1, min_seen=3)
+    patterns, report = annotator_exclusions(nlp, [cdr, ncbi], max_rate=0.1, min_seen=3)
     found = set(patterns)
     assert ("DISEASE", "acute") in found and ("CHEMICAL", "acute") in found
     assert ("CHEMICAL", "lead") not in found and ("DISEASE", "lead") in found  # tagged as a chemical only
