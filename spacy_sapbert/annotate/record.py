@@ -7,6 +7,7 @@ from spacy.language import Language
 from spacy.tokens import Doc, Span
 
 from spacy_sapbert.pipes.abbreviations import abbreviation_pairs
+from spacy_sapbert.pipes.linker_spans import parts_extension
 
 
 def linkers_of(nlp: Language) -> List[Any]:
@@ -38,12 +39,26 @@ def _entity(span: Span, linkers: List[Any], long_forms: Dict[Tuple[int, int], st
                 concept = linker.kb.get(entity["concept_id"])
                 entity["concept_name"] = concept.canonical_name if concept is not None else ""
                 entity["score"] = next((s for c, s in candidates if c == entity["concept_id"]), None)
+            parts = _parts(span, linker)
+            if parts:
+                entity["parts"] = parts
         else:
             entity[linker.extension] = candidates
     long_form = long_forms.get((span.start_char, span.end_char))
     if long_form:
         entity["long_form"] = long_form
     return entity
+
+
+def _parts(span: Span, linker: Any) -> List[Dict[str, Any]]:
+    """A coordinated span's parts (``split_composites``): each one's text and best concept, if any passed."""
+    out = []
+    for text, found in span._.get(parts_extension(linker.extension)) or []:
+        concept = linker.kb.get(found[0][0]) if found else None
+        out.append({"text": text, "concept_id": found[0][0] if found else "",
+                    "concept_name": concept.canonical_name if concept is not None else "",
+                    "score": round(float(found[0][1]), 4) if found else None})
+    return out
 
 
 def _abbreviations(doc: Doc) -> List[Dict[str, Any]]:

@@ -135,6 +135,7 @@ class LinkerSettings:
     extension: str = _setting("kb_ents", "a Python identifier (the X of span._.X)",
                               lambda v: isinstance(v, str) and v.isidentifier(), live=True)
     set_kb_id: bool = _setting(True, "true or false", lambda v: isinstance(v, bool), live=True)
+    split_composites: bool = _setting(False, "true or false", lambda v: isinstance(v, bool), live=True)
     encode_batch_size: int = _setting(DEFAULT_BATCH_SIZE, "an integer ≥ 1", lambda v: _is_int(v) and v >= 1)
     device: str = _setting("auto", "one of auto, cpu, cuda, cuda:N, mps",
                            lambda v: isinstance(v, str) and bool(_DEVICE.fullmatch(v)))

@@ -12,6 +12,9 @@ Each span gets ``span._.<extension>`` = ``[(concept_id, score), …]`` (scispaCy
 ``kb_ents`` shape) and, when a concept passes the threshold, ``span.kb_id_``. A span's label
 picks the KB types it may link to (``label_to_types``; by default a DISEASE span links to
 diseases and phenotypes only), also when it is a short form linked through its long form.
+With ``split_composites``, a coordinated span ("renal or hepatic toxicity") also links each
+concept it names (:mod:`spacy_sapbert.linking.composite`): ``span._.<extension>_parts`` =
+``[(part text, [(concept_id, score), …]), …]``, empty for other spans.
 """
 from __future__ import annotations
 
@@ -37,7 +40,8 @@ from spacy_sapbert.linking.annotated_names import AnnotatedNames
 from spacy_sapbert.linking.linker import Candidates, Linker
 from spacy_sapbert.linking.rerank.stage import ContextReranking
 from spacy_sapbert.linking.stages import DEFAULT_STAGES, STAGE_CONFIG, Mentions, check_stages, one_per_mention
-from spacy_sapbert.pipes.linker_spans import span_queries, warn_missing_group, write_candidates
+from spacy_sapbert.pipes.linker_spans import (add_composite_parts, parts_extension, span_queries, warn_missing_group,
+                                              with_parts, write_candidates)
 from spacy_sapbert.pipes.linker_config import ensure_extension, record_in_config, setting_attributes, settings_signature
 from spacy_sapbert.linking.settings import (DEFAULT_CONFIG, FACTORY_DEFAULT_CONFIG, LIVE_SETTINGS, SETTING_RULES, LinkerSettings,
                        SettingError, check_setting, check_settings)
@@ -76,6 +80,7 @@ class SapBertLinker(Pipe):
         self._annotated: Any = None  # AnnotatedNames, None (not loaded yet) or False (switched off)
         self._warned_missing_group = False
         ensure_extension(self._settings.extension)
+        ensure_extension(parts_extension(self._settings.extension))
 
     # -- settings -------------------------------------------------------------------
     @property
@@ -97,6 +102,7 @@ class SapBertLinker(Pipe):
             self._encoder_alone = None  # loaded with settings that no longer hold
         if settings.extension != before.extension:
             ensure_extension(settings.extension)
+            ensure_extension(parts_extension(settings.extension))
         if settings.spans_key != before.spans_key:
             self._warned_missing_group = False
         self._settings = settings
@@ -209,15 +215,20 @@ class SapBertLinker(Pipe):
         documents go through the stages together (one encoder pass for the batch), each span
         restricted to the KB types of its label (``label_to_types``): ``get_candidates`` →
         ``rerank_candidates`` → calibration, threshold and cut-off → ``prefer_annotated``
-        (:mod:`spacy_sapbert.linking.stages`)."""
+        (:mod:`spacy_sapbert.linking.stages`). With ``split_composites`` the parts of coordinated
+        spans go through with them, and each span's result carries its parts' (``.parts``)."""
         queries_per_doc = [self._queries(doc) for doc in docs]
-        flat = [query for _, queries, _ in queries_per_doc for query in queries]
+        spans = [span for spans_of_doc, _, _ in queries_per_doc for span in spans_of_doc]
+        texts = [query for _, queries, _ in queries_per_doc for query in queries]
+        labels = [label for _, _, labels_of_doc in queries_per_doc for label in labels_of_doc]
+        whole = len(texts)
+        owners: List[int] = []  # per coordinated part (linked after the spans), the span it belongs to
         results: List[Candidates] = []
-        if flat:  # no spans: nothing loaded
+        if texts:  # no spans: nothing loaded
             linker = self.linker
-            spans = [span for spans_of_doc, _, _ in queries_per_doc for span in spans_of_doc]
-            mentions = Mentions(spans, flat, linker.types_for([label for _, _, labels in queries_per_doc
-                                                               for label in labels]))
+            if self.settings.split_composites:
+                owners = add_composite_parts(spans, texts, labels, linker.kb)
+            mentions = Mentions(spans, texts, linker.types_for(labels))
             found = one_per_mention(self.stages["get_candidates"](linker, mentions), mentions, "get_candidates")
             ranked = one_per_mention(self.stages["rerank_candidates"](self.reranking, mentions, found), mentions,
                                      "rerank_candidates")
@@ -225,9 +236,10 @@ class SapBertLinker(Pipe):
             results = one_per_mention(self.stages["prefer_annotated"](
                 self.annotated_table, mentions, results, linker.threshold, linker.max_entities_per_mention),
                 mentions, "prefer_annotated")
+        linked = with_parts(results, texts, owners, whole)
         out, offset = [], 0
         for _, queries, _ in queries_per_doc:
-            out.append(results[offset:offset + len(queries)])
+            out.append(linked[offset:offset + len(queries)])
             offset += len(queries)
         return out
 

@@ -12,11 +12,48 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 from spacy.tokens import Doc, Span, SpanGroup
 
+from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+from spacy_sapbert.linking.composite import composite_parts
 from spacy_sapbert.linking.linker import Candidates
 from spacy_sapbert.linking.settings import LinkerSettings
 from spacy_sapbert.pipes.abbreviations import abbreviation_pairs
 
 logger = logging.getLogger(__name__)
+
+
+class SpanCandidates(list):
+    """One span's candidates, ``[(concept_id, score), …]`` as before, and ``parts``: for a coordinated
+    span, each concept it names with its own candidates, ``[(part text, candidates), …]``."""
+
+    def __init__(self, candidates: Sequence[Tuple[str, float]] = (), parts: Sequence[Tuple[str, list]] = ()) -> None:
+        super().__init__(candidates)
+        self.parts: List[Tuple[str, list]] = list(parts)
+
+
+def parts_extension(extension: str) -> str:
+    """The span extension of a coordinated span's parts: ``<extension>_parts`` (``kb_ents_parts``)."""
+    return f"{extension}_parts"
+
+
+def add_composite_parts(spans: List[Span], texts: List[str], labels: List[str], kb: KnowledgeBase) -> List[int]:
+    """Append the parts of every coordinated text (:func:`~spacy_sapbert.linking.composite.composite_parts`)
+    to the three lists, with its span and label; return, per part, the index of its span."""
+    owners = []
+    for i, part in list(composite_parts(texts, kb)):
+        spans.append(spans[i])
+        texts.append(part)
+        labels.append(labels[i])
+        owners.append(i)
+    return owners
+
+
+def with_parts(results: Sequence[Candidates], texts: Sequence[str], owners: Sequence[int],
+               whole: int) -> List[SpanCandidates]:
+    """The first ``whole`` results, one per span, each holding the results of its parts (those after ``whole``)."""
+    linked = [SpanCandidates(result) for result in results[:whole]]
+    for owner, text, result in zip(owners, texts[whole:], results[whole:]):
+        linked[owner].parts.append((text, list(result)))
+    return linked
 
 
 def span_queries(spans: List[Span], resolve_abbreviations: bool = True) -> Tuple[List[Span], List[str], List[str]]:
@@ -51,8 +88,10 @@ def write_candidates(doc: Doc, spans: List[Span], results: Sequence[Candidates],
             doc.spans[settings.spans_key] = SpanGroup(doc, name=group.name, attrs=dict(group.attrs),
                                                       spans=relabelled)
             spans = list(doc.spans[settings.spans_key])
+    parts = parts_extension(settings.extension)
     for span, result in zip(spans, results):
         span._.set(settings.extension, list(result))
+        span._.set(parts, [(text, list(found)) for text, found in getattr(result, "parts", [])])
 
 
 def warn_missing_group(pipe_name: str, spans_key: str, doc: Doc) -> None:
@@ -65,4 +104,4 @@ def warn_missing_group(pipe_name: str, spans_key: str, doc: Doc) -> None:
                    f"its groups: {groups}" if groups else "it has no span groups")
 
 
-__all__ = ["span_queries", "warn_missing_group", "write_candidates"]
+__all__ = ["SpanCandidates", "add_composite_parts", "parts_extension", "with_parts", "span_queries", "warn_missing_group", "write_candidates"]

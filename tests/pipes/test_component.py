@@ -327,3 +327,31 @@ def test_missing_kb_bad_kb_and_empty_kb_are_reported(tiny_bert, tmp_path):
         make_nlp(tiny_bert, empty).initialize()
     with pytest.raises(InputError, match="model folder not found"):
         make_nlp(tmp_path / "no-model", broken).initialize()
+
+
+def test_split_composites_links_each_concept_of_a_coordinated_span(tiny_bert, tmp_path):
+    kb = KnowledgeBase([Concept("D1", "Renal toxicity", [], ["Disease"]),
+                        Concept("D2", "Hepatic toxicity", [], ["Disease"]),
+                        Concept("D3", "Toxicity", [], ["Disease"])], name="tox").to_jsonl(tmp_path / "tox.jsonl")
+    nlp = spacy.blank("en")
+    nlp.add_pipe("entity_ruler").add_patterns([
+        {"label": "DISEASE", "pattern": "renal or hepatic toxicity"}, {"label": "DISEASE", "pattern": "toxicity"}])
+    pipe = nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert), "kb": str(kb), "pooling": "mean"})
+    text = "Watch for renal or hepatic toxicity and toxicity."
+    assert [e._.kb_ents_parts for e in nlp(text).ents] == [[], []]  # off by default
+    pipe.split_composites = True
+    doc = nlp(text)
+    coordinated, plain = doc.ents
+    assert [(part, found[0][0]) for part, found in coordinated._.kb_ents_parts] == [
+        ("renal toxicity", "D1"), ("hepatic toxicity", "D2")]
+    assert coordinated._.kb_ents and plain._.kb_ents_parts == []
+    from spacy_sapbert.annotate.record import doc_to_record
+
+    record = doc_to_record(doc, [pipe])["entities"]
+    assert [(p["text"], p["concept_id"], p["concept_name"]) for p in record[0]["parts"]] == [
+        ("renal toxicity", "D1", "Renal toxicity"), ("hepatic toxicity", "D2", "Hepatic toxicity")]
+    assert "parts" not in record[1]
+    batched = next(nlp.pipe([text], batch_size=4)).ents[0]._.kb_ents_parts
+    assert [p for p, _ in batched] == ["renal toxicity", "hepatic toxicity"]
+    predictions = pipe.predict([nlp.make_doc(text)])
+    assert predictions[0] == []  # a doc without entities: nothing to link

@@ -83,7 +83,7 @@ def test_precision_error_names_precision_not_dtype(nothing_heavy):
 def test_direct_construction_is_checked_too(nothing_heavy):
     """Values that a spaCy config cannot hold (NaN, strings for bools) reach the pipe when it is built in Python."""
     nlp = spacy.blank("en")
-    for setting in ("resolve_abbreviations", "set_kb_id"):
+    for setting in ("resolve_abbreviations", "set_kb_id", "split_composites"):
         with pytest.raises(InputError, match=f"setting '{setting}': expected true or false, got 'yes' \\(str\\)"):
             SapBertLinker(nlp, **{setting: "yes"})
     with pytest.raises(InputError, match="setting 'k': expected an integer ≥ 1, got True \\(bool\\)"):
@@ -218,7 +218,7 @@ def test_missing_span_group_in_a_doc_without_groups_says_so(tiny_bert, tmp_path,
 
 
 LIVE_CHANGES = {"k": 3, "threshold": 0.5, "max_entities_per_mention": 2, "resolve_abbreviations": False,
-                "spans_key": "sc", "extension": "other_ents", "set_kb_id": False, "cache_size": 7,
+                "spans_key": "sc", "extension": "other_ents", "set_kb_id": False, "split_composites": True, "cache_size": 7,
                 "rerank_max_gap": 0.3, "rescore_gap": 0.0, "label_to_types": None}
 """A value other than the default for each setting a loaded pipe follows."""
 LOAD_CHANGES = {"encode_batch_size": 8, "device": "cpu", "precision": "float32", "backend": "transformers",

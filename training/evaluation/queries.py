@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from spacy_sapbert.kb.normalize import normalize
+from spacy_sapbert.linking.composite import coordinated_parts
 from spacy_sapbert.kb.ids import vocabulary
 from spacy_sapbert.util.textfile import iter_lines
 
@@ -146,15 +147,7 @@ def expand_abbreviations(mention: str, abbreviations: Dict[str, str]) -> str:
 
 
 # -- composite mentions -----------------------------------------------------------------
-_WORD = r"[A-Za-z-]+"
-# "carcinoma of the breast and ovary" → carcinoma of breast, carcinoma of ovary
-_PREFIX_OF = re.compile(rf"(?P<head>{_WORD}) of (?:both )?(?:the )?(?P<first>(?:{_WORD} )+)(?:and|or) (?:the )?"
-                        rf"(?P<second>(?:{_WORD} ?)+)")
-# "breast, ovarian, and colon and rectal cancer": the last conjunct itself holds an "and"
-_NESTED_AND = re.compile(rf"(?P<heads>(?:{_WORD},? )+)(?:and|or|and/or) (?P<last>{_WORD} and {_WORD}) (?P<stem>.*)")
-# "breast, brain and kidney cancer" / "breast and ovarian cancer"
-_COORDINATED = re.compile(rf"(?P<heads>(?:{_WORD},? )+)(?:and|or|and/or) (?P<last>(?:the )?{_WORD}) (?P<stem>.*)")
-# "HNPCC/Lynch syndrome"
+# "HNPCC/Lynch syndrome": the gold says how many parts; no shared head is assumed
 _SLASH = re.compile(r"(?P<before>(?:.* )*)(?P<left>.*)/(?P<right>.*)?(?P<after>(?: .*)*)")
 
 
@@ -171,25 +164,15 @@ def split_composite(mention: str, n_ids: int) -> List[str]:
     mention = mention.strip()
     if n_ids <= 1:
         return [mention]
-    parts: List[str] = []
-    match = _PREFIX_OF.match(mention)
-    if match:
-        head = match.group("head")
-        parts = [f"{head} of {match.group('first').strip()}", f"{head} of {match.group('second').strip()}"]
-    else:
-        match = _NESTED_AND.match(mention) or _COORDINATED.match(mention)
-        if match:
-            heads = [h.strip() for h in match.group("heads").strip().split(",")]
-            heads.append(match.group("last"))
-            parts = [f"{h.strip()} {match.group('stem')}" for h in heads if h.strip()]
-        else:
-            match = _SLASH.fullmatch(mention)
-            if match and "and/or" not in mention:
-                before, after = match.group("before").strip(), match.group("after").strip()
-                parts = [" ".join(p for p in (before, side.strip(), after) if p)
-                         for side in (match.group("left"), match.group("right") or "")]
-            elif len(mention.split()) == n_ids:
-                parts = mention.split()
+    parts = coordinated_parts(mention)
+    if not parts:
+        match = _SLASH.fullmatch(mention)
+        if match and "and/or" not in mention:
+            before, after = match.group("before").strip(), match.group("after").strip()
+            parts = [" ".join(p for p in (before, side.strip(), after) if p)
+                     for side in (match.group("left"), match.group("right") or "")]
+        elif len(mention.split()) == n_ids:
+            parts = mention.split()
     if len(parts) != n_ids:
         return [mention]
     return parts

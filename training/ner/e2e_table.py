@@ -10,6 +10,9 @@ entities keep their concept, so every threshold is scored from the same run (:fu
 * **documents**: per abstract, the set of concepts of a type (BioCreative V CDR's DNER measure
   for diseases), micro-averaged over the abstracts.
 
+An entity states its concept, or, for a coordinated span the linker split (``split_composites``),
+the concepts of its parts (:func:`stated`), at the mention and document levels alike.
+
 Concepts are compared through the KB (:func:`spacy_sapbert.kb.matching.concept_key`), as in :mod:`.e2e`.
 """
 from __future__ import annotations
@@ -22,6 +25,7 @@ from tqdm import tqdm
 
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.kb.matching import concept_key
+from spacy_sapbert.pipes.linker_spans import parts_extension
 from ..corpora import Document
 from .scores import PRF
 
@@ -39,6 +43,17 @@ class Entity:
     label: str
     concept: str
     score: float
+    parts: Tuple[Tuple[str, float], ...] = ()
+    """A coordinated span's parts (the linker's ``split_composites``): best (concept, score) of each."""
+
+
+def stated(entity: Entity, threshold: Optional[float]) -> List[str]:
+    """The concepts an entity states at ``threshold``: a coordinated span's parts that pass it, or,
+    when it has none that do, its own concept."""
+    def passes(concept: str, value: float) -> bool:
+        return bool(concept) and (threshold is None or value >= threshold)
+    parts = sorted({concept for concept, value in entity.parts if passes(concept, value)})
+    return parts or ([entity.concept] if passes(entity.concept, entity.score) else [])
 
 
 def collect(nlp: Language, documents: Sequence[Document], labels: Sequence[str],
@@ -56,8 +71,10 @@ def collect(nlp: Language, documents: Sequence[Document], labels: Sequence[str],
                 if ent.label_ not in labels:
                     continue
                 best = ent._.kb_ents[0] if ent._.kb_ents else ("", float("-inf"))
+                parts = tuple((concept_key(found[0][0], kb), float(found[0][1]))
+                              for _, found in ent._.get(parts_extension(pipe.extension)) if found)
                 found.append(Entity(document.pmid, ent.start_char, ent.end_char, ent.label_,
-                                    concept_key(best[0], kb) if best[0] else "", float(best[1])))
+                                    concept_key(best[0], kb) if best[0] else "", float(best[1]), parts))
     finally:
         pipe.threshold = threshold
     return found
@@ -92,12 +109,12 @@ def score(entities: Sequence[Entity], gold: Tuple[Set[tuple], Set[tuple], Set[tu
           labels: Sequence[str], threshold: Optional[float]) -> Dict[str, Dict[str, PRF]]:
     """label (and ``ALL``) → level → P/R/F1, an entity keeping its concept when its score >= ``threshold``."""
     spans, pairs, concepts, no_id = gold
-    linked = [e for e in entities if e.concept and (threshold is None or e.score >= threshold)]
+    linked = [(e, concept) for e in entities for concept in stated(e, threshold)]
     predicted = {
         "ner": {(e.pmid, e.start, e.end, e.label) for e in entities},
-        "mentions": {(e.pmid, e.start, e.end, e.label, e.concept) for e in linked
+        "mentions": {(e.pmid, e.start, e.end, e.label, concept) for e, concept in linked
                      if (e.pmid, e.start, e.end, e.label) not in no_id},
-        "documents": {(e.pmid, e.label, e.concept) for e in linked},
+        "documents": {(e.pmid, e.label, concept) for e, concept in linked},
     }
     wanted = {"ner": spans, "mentions": pairs, "documents": concepts}
     label_at = {"ner": 3, "mentions": 3, "documents": 1}  # where each level's tuples hold the label

@@ -11,6 +11,10 @@ import torch
 IGNORE = -100
 """Gold of a token with missing annotation: ``spacy_sapbert.ner.tags.IGNORE`` (that module needs spaCy)."""
 
+PARTIAL_O = -1
+"""Gold of a token a corpus leaves unlabelled while it does not annotate every label: ``O`` or any tag
+of a label the corpus does not know (its *open tags*)."""
+
 NEW_PARTS = ("head.", "gazetteer_embed.")
 """Parameters the tagger adds to the encoder: they learn from scratch, at the head's learning rate."""
 
@@ -28,6 +32,15 @@ def partial_label_loss(logits: torch.Tensor, gold: torch.Tensor, allowed: torch.
     total = torch.logsumexp(logits, dim=-1)
     inside = torch.logsumexp(logits.masked_fill(~allowed, float("-inf")), dim=-1)
     return (total - inside).mean()
+
+
+def allowed_tags(gold: torch.Tensor, open_tags: torch.Tensor) -> torch.Tensor:
+    """tokens × tags bool for :func:`partial_label_loss`: the gold tag where it is known, the token's
+    open tags (``open_tags``: tokens × tags bool, the tags its corpus leaves open) at a :data:`PARTIAL_O`."""
+    allowed = torch.zeros_like(open_tags, dtype=torch.bool)
+    certain = gold >= 0
+    allowed[certain.nonzero(as_tuple=True)[0], gold[certain]] = True
+    return allowed | (open_tags & (gold == PARTIAL_O)[:, None])
 
 
 def distillation_loss(logits: torch.Tensor, soft: torch.Tensor) -> torch.Tensor:

@@ -78,7 +78,7 @@ def test_the_inputs_hold_the_windows_and_gold_ner_train_builds(corpus, tiny_bert
         assert ids[0].tolist() == list(example.window.input_ids)
         assert feats[0].tolist() == list(example.window.features)
         assert scored[0][0].tolist() == list(example.window.positions)
-        gold, soft = read.targets([item], scored, "cpu")
+        gold, soft, _ = read.targets([item], scored, "cpu")
         assert gold.tolist() == list(example.gold)
         assert np.array_equal(soft.numpy(), example.soft)
     assert objective.IGNORE == IGNORE == fit.IGNORE
@@ -147,3 +147,45 @@ def test_soft_labels_of_other_corpus_files_are_refused(corpus, tmp_path):
               metadata={"format": "1", "tags": json.dumps(list(SCHEME.tags)), "parts": "[]", "data": "0" * 16})
     with pytest.raises(ValueError, match="cut the student's inputs from the teacher's corpus folder"):
         distil.Corpus(fit.Inputs(corpus["inputs"]), distil.SoftLabels(tmp_path / "other.safetensors"))
+
+
+def test_a_gold_part_teaches_its_own_labels_and_leaves_the_others_open(corpus, tiny_bert, tmp_path):
+    """An extra corpus that annotates chemicals only (parts.json) keeps its gold in the inputs, with its
+    unlabelled tokens open to DISEASE; ``--gold-part`` makes that gold teach (the ablation of issue 31)."""
+    from safetensors.numpy import load_file
+
+    nlp, folder = corpus["nlp"], corpus["folder"]
+    chem = []
+    for doc in _docs(nlp, 28, None):
+        doc.set_ents([Span(doc, 0, 1, "CHEMICAL")], default="outside")
+        chem.append(doc)
+    DocBin(docs=chem).to_disk(folder / "text.spacy")  # same tokens as before: the teacher's rows still fit
+    (folder / "parts.json").write_text(json.dumps([{"name": "text", "file": "text.spacy", "labels": ["CHEMICAL"]}]))
+    inputs = tmp_path / "partial.safetensors"
+    parts = ["train:train=train.spacy", "unlabelled:text=text.spacy", "dev:dev=dev.spacy"]
+    data = write_teacher_inputs(folder, parts, tiny_bert, [corpus["kb"]], inputs, max_pieces=32, overlap=8)["data"]
+    read = fit.Inputs(inputs)
+    assert [p.get("open_tags") for p in read.parts] == [None, [0, 3, 4], None]
+    gold = load_file(str(inputs))["text/gold"][:6].tolist()
+    assert gold == [SCHEME.begin("CHEMICAL")] + [objective.PARTIAL_O] * 5  # "kidney failure" may be a disease here
+
+    from safetensors import safe_open
+    from safetensors.numpy import save_file
+
+    with safe_open(str(corpus["soft"]), "np") as handle:  # the same teacher rows, for the changed corpus file
+        metadata = dict(handle.metadata(), data=data)
+    save_file(load_file(str(corpus["soft"])), str(tmp_path / "soft.safetensors"), metadata=metadata)
+
+    def run(name, *extra):
+        distil.main(["--encoder", str(tiny_bert), "--inputs", str(inputs), "--soft-labels", str(tmp_path / "soft.safetensors"),
+                     "--output", str(tmp_path / name), "--layers", "0", "--epochs", "6", "--batch-size", "8",
+                     "--lr", "1e-3", "--head-lr", "1e-2", "--warmup-steps", "0", "--distil-weight", "0.0",
+                     "--device", "cpu", *extra])
+        return json.loads((tmp_path / name / distil.LOG_FILE).read_text())
+
+    taught = run("gold", "--gold-part", "text")
+    assert taught["gold_parts"] == ["text"] and taught["best"]["dev"]["dev"]["f"] > 90
+    alone = run("alone")  # train.spacy never tags "Acid": the student finds the diseases only
+    assert alone["gold_parts"] == [] and alone["best"]["dev"]["dev"]["f"] < 70
+    with pytest.raises(SystemExit, match="not unlabelled parts"):
+        run("wrong", "--gold-part", "dev")

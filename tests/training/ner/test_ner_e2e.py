@@ -60,6 +60,19 @@ def test_score_pairs_ignores_predictions_on_spans_without_id():
 
 
 @pytest.mark.filterwarnings("ignore:.*W036")  # scispaCy's abbreviation matcher starts empty
+def test_a_coordinated_span_states_the_concepts_of_its_parts():
+    from spacy_sapbert.training.ner.e2e_table import Entity, score
+
+    gold = ({("1", 0, 25, "DISEASE")}, {("1", 0, 25, "DISEASE", "D1"), ("1", 0, 25, "DISEASE", "D2")},
+            {("1", "DISEASE", "D1"), ("1", "DISEASE", "D2")}, set())
+    whole = Entity("1", 0, 25, "DISEASE", "D3", 0.9)
+    split = Entity("1", 0, 25, "DISEASE", "D3", 0.9, parts=(("D1", 0.8), ("D2", 0.6)))
+    assert score([whole], gold, ["DISEASE"], 0.5)["DISEASE"]["documents"] == PRF(0, 1, 2)
+    assert score([split], gold, ["DISEASE"], 0.5)["DISEASE"]["documents"] == PRF(2, 0, 0)
+    assert score([split], gold, ["DISEASE"], 0.7)["DISEASE"]["mentions"] == PRF(1, 0, 1)  # the part below it drops
+    assert score([split], gold, ["DISEASE"], 0.95)["DISEASE"]["documents"] == PRF(0, 0, 2)  # no part: its own, too low
+
+
 def test_evaluate_e2e_with_a_rule_ner_and_the_linker(kb, tiny_bert, tmp_path):
     ner = scispacy_blank(split_hyphens=True)
     ruler = ner.add_pipe("entity_ruler")

@@ -25,6 +25,8 @@ from spacy_sapbert.ner.tagging import Tagging
 from spacy_sapbert.ner.tags import IGNORE, TagScheme
 from spacy_sapbert.ner.windows import Window
 
+from ..objective import PARTIAL_O
+
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
 
@@ -55,9 +57,6 @@ def build_gazetteer(kb_files: Sequence[PathLike], label_to_types: Mapping[str, S
     return gazetteer
 
 
-PARTIAL_O = -1
-"""Gold of a token a corpus leaves unlabelled while it does not annotate every label: ``O`` or any tag
-of a label the corpus does not know (:attr:`Example.open_tags`)."""
 
 
 @dataclass
@@ -78,6 +77,16 @@ def open_tags(scheme: TagScheme, known: Optional[Sequence[str]]) -> Tuple[int, .
     return (0,) + tuple(t for label in unknown for t in (scheme.begin(label), scheme.begin(label) + 1))
 
 
+def doc_gold(doc: Doc, scheme: TagScheme, opened: Sequence[int] = ()) -> List[int]:
+    """The gold tag of each token of ``doc``; with ``opened`` (:func:`open_tags`: the corpus does not
+    annotate every label) a token outside every entity is :data:`PARTIAL_O`, while a token of an
+    entity whose label is not the scheme's (extra_corpora's ``NEG``: genes) stays a certain ``O``."""
+    gold = scheme.gold(doc)
+    if opened:
+        gold = [PARTIAL_O if tag == 0 and token.ent_iob == 2 else tag for tag, token in zip(gold, doc)]
+    return gold
+
+
 def examples(docs: Sequence[Doc], tagging: Tagging, style: Optional[str] = None,
              known: Optional[Sequence[str]] = None, soft: Optional[Sequence[np.ndarray]] = None,
              unlabelled: bool = False) -> Tuple[List[Example], Dict[str, int]]:
@@ -93,9 +102,7 @@ def examples(docs: Sequence[Doc], tagging: Tagging, style: Optional[str] = None,
     opened = open_tags(tagging.scheme, known)
     stats = {"docs": len(docs), "windows": 0, "tokens": 0, "ignored": 0, "partial": 0, "entities": 0}
     for d, doc in enumerate(docs):
-        gold = [IGNORE] * len(doc) if unlabelled else tagging.scheme.gold(doc)
-        if opened and not unlabelled:
-            gold = [PARTIAL_O if tag == 0 and token.ent_iob == 2 else tag for tag, token in zip(gold, doc)]
+        gold = [IGNORE] * len(doc) if unlabelled else doc_gold(doc, tagging.scheme, opened)
         stats["entities"] += 0 if unlabelled else sum(1 for e in doc.ents if e.label_ in tagging.scheme.labels)
         for window in tagging.windows(doc, style):
             tags = [gold[i] for i in window.tokens]

@@ -40,7 +40,7 @@ from ...common.schedule import make_optimizer, make_scheduler
 from ...common.signals import StopOnSignal
 from ...common.step import accumulated_step
 from .config import DEFAULT_BASE, NerConfig, resume_identity
-from ..objective import NEW_PARTS, gold_loss, partial_label_loss, with_teacher
+from ..objective import NEW_PARTS, allowed_tags, gold_loss, partial_label_loss, with_teacher
 from .data import PARTIAL_O, build_gazetteer, examples, fingerprint, read_docbin, scheme_for, span_f1
 
 logger = logging.getLogger(__name__)
@@ -179,18 +179,14 @@ class NerTrainer(CheckpointedRun):
 
     def _allowed(self, indices: Sequence[int], gold: torch.Tensor, n_tags: int) -> torch.Tensor:
         """tokens × tags: the gold tag where it is known, the example's open tags at a PARTIAL_O token."""
-        allowed = torch.zeros((gold.shape[0], n_tags), dtype=torch.bool, device=gold.device)
-        certain = gold >= 0
-        allowed[certain.nonzero(as_tuple=True)[0], gold[certain]] = True
+        opened = torch.zeros((gold.shape[0], n_tags), dtype=torch.bool)
         row = 0
         for i in indices:
             example = self.examples[i]
             if example.open_tags:
-                rows = [row + k for k, tag in enumerate(example.gold) if tag == PARTIAL_O]
-                if rows:
-                    allowed[torch.tensor(rows)[:, None], torch.tensor(example.open_tags)[None, :]] = True
+                opened[row:row + len(example.gold), list(example.open_tags)] = True
             row += len(example.gold)
-        return allowed
+        return allowed_tags(gold, opened.to(gold.device))
 
     def evaluate_dev(self) -> Dict[str, float]:
         tagging = self._tagging(self.accelerator.unwrap_model(self.model, keep_fp32_wrapper=False))

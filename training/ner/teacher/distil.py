@@ -12,7 +12,9 @@ come from its ``soft_labels.safetensors`` (matched per part and token; both file
 data digest), and model, optimiser groups, schedule and loss are the trainer's own
 (:func:`spacy_sapbert.ner.model.from_encoder`, :mod:`training.common.schedule`, :mod:`..objective`):
 ``distil_weight`` × cross-entropy against the teacher + the rest × cross-entropy against the gold tags
-of the ``train`` parts; on ``unlabelled`` parts the teacher alone. After each epoch the first ``dev``
+of the ``train`` parts; on ``unlabelled`` parts the teacher alone, unless ``--gold-part`` names one:
+then its own annotation teaches too, with partial labels where the part leaves labels open (the
+per-corpus ablation of issue 31). After each epoch the first ``dev``
 part is tagged (argmax, strict spans) and the best epoch is kept. Written: ``DIR/model`` (float16,
 without the word-piece table, which stays frozen and is the encoder's) and ``DIR/distil_log.json``;
 ``sapbert ner-student-export`` makes the pipeline folder ``ner-train`` would have written.
@@ -36,7 +38,7 @@ from spacy_sapbert.ner import model as tagger_model
 from spacy_sapbert.util.devices import resolve_device
 
 from ...common.schedule import make_optimizer, make_scheduler
-from ..objective import IGNORE, NEW_PARTS, gold_loss, with_teacher
+from ..objective import IGNORE, NEW_PARTS, PARTIAL_O, allowed_tags, gold_loss, partial_label_loss, with_teacher
 from .fit import Inputs, optimiser_arguments, strict_f1
 from .soft_labels import SoftLabels
 
@@ -48,20 +50,30 @@ SHARED_FROM = "sapbert_linker"
 
 
 class Corpus:
-    """The inputs' windows with, per part, the gold tags (``train`` parts only) and the teacher's rows."""
+    """The inputs' windows with, per part, the gold tags (``train`` parts and ``gold_parts``) and the teacher's rows."""
 
-    def __init__(self, inputs: Inputs, soft: SoftLabels) -> None:
+    def __init__(self, inputs: Inputs, soft: SoftLabels, gold_parts: Sequence[str] = ()) -> None:
         if inputs.metadata.get("data") != soft.data:
             raise ValueError(f"the inputs were cut from corpus files {inputs.metadata.get('data')}, the soft labels "
                              f"from {soft.data}: cut the student's inputs from the teacher's corpus folder")
         soft.check_tags(inputs.tags)
         self.inputs, self.roles = inputs, {p["name"]: p["role"] for p in inputs.parts}
+        unlabelled = [name for name, role in self.roles.items() if role == "unlabelled"]
+        gold_parts = unlabelled if "all" in gold_parts else list(gold_parts)
+        wrong = [name for name in gold_parts if name not in unlabelled]
+        if wrong:
+            raise SystemExit(f"--gold-part {wrong}: not unlabelled parts of the inputs (they have {unlabelled})")
+        self.gold_parts = gold_parts
         self.gold: Dict[str, torch.Tensor] = {}
         self.soft: Dict[str, torch.Tensor] = {}
-        for name, role in self.roles.items():
+        self.open: Dict[str, torch.Tensor] = {}
+        for part in inputs.parts:
+            name, role = part["name"], part["role"]
             gold = inputs.get(name, "gold").long()
-            self.gold[name] = gold if role == "train" else torch.full_like(gold, IGNORE)
+            self.gold[name] = gold if role == "train" or name in gold_parts else torch.full_like(gold, IGNORE)
             self.soft[name] = torch.from_numpy(soft.part(name, len(gold)))
+            self.open[name] = torch.zeros(len(inputs.tags), dtype=torch.bool)
+            self.open[name][list(part.get("open_tags", []))] = True
 
     def items(self, *roles: str) -> List[Tuple[str, int]]:
         return [item for name, role in self.roles.items() if role in roles for item in self.inputs.windows(name)]
@@ -69,11 +81,18 @@ class Corpus:
     def dev_parts(self) -> List[str]:
         return [name for name, role in self.roles.items() if role == "dev"]
 
-    def targets(self, chunk, scored, device) -> Tuple[torch.Tensor, torch.Tensor]:
-        """(gold tags, teacher rows) of the scored tokens of the windows ``chunk``, in batch order."""
+    def targets(self, chunk, scored, device) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(gold tags, teacher rows, open tags per token) of the scored tokens of the windows ``chunk``, in batch order."""
         gold = torch.cat([self.gold[part][tokens] for (part, _), (_, tokens) in zip(chunk, scored)])
         soft = torch.cat([self.soft[part][tokens] for (part, _), (_, tokens) in zip(chunk, scored)])
-        return gold.to(device), soft.to(device)
+        opened = torch.cat([self.open[part].expand(len(tokens), -1) for (part, _), (_, tokens) in zip(chunk, scored)])
+        return gold.to(device), soft.to(device), opened.to(device)
+
+    def loss(self, rows: torch.Tensor, gold: torch.Tensor, opened: torch.Tensor) -> torch.Tensor:
+        """The gold term: cross-entropy, or the partial-label loss where a token's tags are left open."""
+        if bool((gold == PARTIAL_O).any()):
+            return partial_label_loss(rows, gold, allowed_tags(gold, opened))
+        return gold_loss(rows, gold)
 
 
 def logits_of(model, inputs: Inputs, chunk, device) -> Tuple[torch.Tensor, list]:
@@ -111,7 +130,7 @@ def distil(args: argparse.Namespace) -> Dict:
     torch.manual_seed(args.seed)
     inputs = Inputs(Path(args.inputs))
     teacher = SoftLabels(args.soft_labels)
-    corpus = Corpus(inputs, teacher)
+    corpus = Corpus(inputs, teacher, args.gold_part)
     model, _ = tagger_model.from_encoder(Path(args.encoder), inputs.tags, inputs.n_features, layers=args.layers)
     model.dropout.p = args.dropout
     model.encoder.embeddings.word_embeddings.weight.requires_grad = False
@@ -138,8 +157,8 @@ def distil(args: argparse.Namespace) -> Dict:
         for step in range(steps_per_epoch):
             chunk = items[step * args.batch_size:(step + 1) * args.batch_size]
             rows, scored = logits_of(model, inputs, chunk, device)
-            gold, soft = corpus.targets(chunk, scored, device)
-            loss = with_teacher(gold_loss(rows, gold), rows, soft, args.distil_weight)
+            gold, soft, opened = corpus.targets(chunk, scored, device)
+            loss = with_teacher(corpus.loss(rows, gold, opened), rows, soft, args.distil_weight)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm)
             optimizer.step()
@@ -160,7 +179,7 @@ def distil(args: argparse.Namespace) -> Dict:
     record = {"base_model": str(args.encoder), "layers": args.layers, "epochs": args.epochs, "batch_size": args.batch_size,
               "epochs_run": len(history), "lr": args.lr, "head_lr": args.head_lr, "weight_decay": args.weight_decay,
               "warmup_steps": args.warmup_steps, "distil_weight": args.distil_weight, "dropout": args.dropout,
-              "seed": args.seed, "freeze_embeddings": True, "teacher": str(args.soft_labels),
+              "seed": args.seed, "gold_parts": corpus.gold_parts, "freeze_embeddings": True, "teacher": str(args.soft_labels),
               **teacher.provenance([name for name, role in corpus.roles.items() if role == "unlabelled"]),
               "gazetteer_names": inputs.metadata.get("gazetteer_names"),
               "best": {"epoch": best["epoch"], "dev": best["dev"]}, "history": history,
@@ -187,6 +206,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-grad-norm", type=float, default=1.0)
     ap.add_argument("--distil-weight", type=float, default=0.5)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--gold-part", action="append", default=[],
+                    help="An unlabelled part whose own annotation teaches too (partial labels where it leaves labels "
+                         "open); repeat for several, 'all' for every one. Default: the teacher alone there.")
     ap.add_argument("--max-windows", type=int, default=0,
                     help="Learn from this many windows drawn at random (0: all): a quick check of a set-up.")
     return ap

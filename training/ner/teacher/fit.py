@@ -197,6 +197,10 @@ def fit(args) -> Dict:
         raise SystemExit(f"--seeds {args.seeds}, --epochs {args.epochs}: both must be at least 1")
     if not any(part["role"] == "train" and inputs.windows(part["name"]) for part in inputs.parts):
         raise SystemExit(f"{args.inputs}: no part with role 'train' has a window to learn from")
+    partial = [part["name"] for part in inputs.parts if part["role"] == "train" and part.get("open_tags")]
+    if partial:
+        raise SystemExit(f"{args.inputs}: train parts {partial} annotate only some labels; the teacher learns from "
+                         "fully annotated parts (give them the role unlabelled)")
     output = Path(args.output)
     if (output / SOFT_LABELS).exists():
         raise SystemExit(f"{output / SOFT_LABELS} exists; soft labels are never overwritten (choose a new --output)")

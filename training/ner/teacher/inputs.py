@@ -9,7 +9,10 @@ travels is one safetensors file of integer arrays that :mod:`.fit` reads with to
 
 Each part of the file has a *role*: ``train`` (gold tags teach the teacher; the teacher labels it
 too), ``unlabelled`` (text the teacher only labels: the extra corpora, whose own guidelines differ
-from BC5CDR's) and ``dev`` (the teacher labels it and its strict span F1 is logged).
+from BC5CDR's) and ``dev`` (the teacher labels it and its strict span F1 is logged). A part that
+``parts.json`` lists as annotating only some labels keeps its gold with partial labels
+(:func:`~..tagger.data.doc_gold`) and its ``open_tags`` in the file's part list, so a student
+can also learn an extra corpus's own annotation (``distil --gold-part``).
 """
 from __future__ import annotations
 
@@ -27,7 +30,8 @@ from spacy_sapbert.errors import InputError
 from spacy_sapbert.ner.tagging import Tagging
 
 from spacy_sapbert.linking.settings import DEFAULT_LABEL_TO_TYPES
-from ..tagger.data import build_gazetteer, read_docbin, scheme_for
+from ..corpus import PARTS_FILE, read_parts
+from ..tagger.data import build_gazetteer, doc_gold, open_tags, read_docbin, scheme_for
 from ..tagger.trainer import TOKENIZER_CONFIG
 
 logger = logging.getLogger(__name__)
@@ -36,10 +40,10 @@ FORMAT = "1"
 ROLES = ("train", "unlabelled", "dev")
 
 
-def part_arrays(docs, tagging: Tagging) -> Dict[str, np.ndarray]:
+def part_arrays(docs, tagging: Tagging, opened: Sequence[int] = ()) -> Dict[str, np.ndarray]:
     """Flat arrays of one part: per-token gold and doc offsets; per-window pieces, features, scored
     positions and the part-wide index of each scored token. The windows are ``tagging``'s (the
-    student's cutting, in the teacher's word pieces)."""
+    student's cutting, in the teacher's word pieces); ``opened``: the part's open tags (partial labels)."""
     scheme = tagging.scheme
     gold: List[int] = []
     doc_offsets = [0]
@@ -51,7 +55,7 @@ def part_arrays(docs, tagging: Tagging) -> Dict[str, np.ndarray]:
     pos_offsets = [0]
     for doc in docs:
         base = doc_offsets[-1]
-        gold.extend(scheme.gold(doc))
+        gold.extend(doc_gold(doc, scheme, opened))
         doc_offsets.append(base + len(doc))
         for window in tagging.windows(doc):
             ids.extend(window.input_ids)
@@ -108,6 +112,7 @@ def write_teacher_inputs(corpus: PathLike, parts: Sequence[str], teacher: PathLi
     tensors: Dict[str, np.ndarray] = {}
     listed, stats = [], {}
     digest = hashlib.sha256()
+    known = {p["file"]: p["labels"] for p in read_parts(corpus)} if (corpus / PARTS_FILE).is_file() else {}
     for spec in tqdm(parts, desc="teacher inputs", unit="part"):
         role, name, file = parse_part(spec)
         if any(p["name"] == name for p in listed):
@@ -116,9 +121,11 @@ def write_teacher_inputs(corpus: PathLike, parts: Sequence[str], teacher: PathLi
         docs = read_docbin(path, nlp)  # a missing or bad file is named here
         content = path.read_bytes()
         digest.update(content)
-        arrays = part_arrays(docs, tagging)
+        opened = open_tags(scheme, known[file]) if file in known and role != "dev" else ()
+        arrays = part_arrays(docs, tagging, opened)
         tensors.update({f"{name}/{key}": value for key, value in arrays.items()})
-        listed.append({"name": name, "role": role, "file": file, "sha256": hashlib.sha256(content).hexdigest()})
+        listed.append({"name": name, "role": role, "file": file, "sha256": hashlib.sha256(content).hexdigest(),
+                       **({"open_tags": list(opened)} if opened else {})})
         stats[name] = {"docs": len(arrays["doc_offsets"]) - 1, "tokens": len(arrays["gold"]),
                        "windows": len(arrays["win_offsets"]) - 1}
     metadata = {"format": FORMAT, "tags": json.dumps(list(scheme.tags)), "parts": json.dumps(listed),

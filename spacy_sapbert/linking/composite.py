@@ -1,0 +1,86 @@
+"""Coordinated (composite) mentions: one span that names several concepts.
+
+Annotators of BC5CDR and NCBI disease tag "renal or hepatic toxicity" or "breast and ovarian
+cancer" as one mention with one ID per concept; a linker that gives a span one concept can find
+one of them at most. :func:`split_coordination` writes out the concepts such a span coordinates
+("renal toxicity", "hepatic toxicity"), so each can be linked on its own. Only shapes whose
+parts are unambiguous are split: modifiers coordinated before a shared head ("breast, brain and
+kidney cancer"), a shared head with "of" ("carcinoma of the breast and ovary") and one word on
+each side of a slash before a shared head ("breast/ovarian cancer"). A coordination of two whole
+names ("nausea and vomiting") has no shared head and is left alone: the NER usually tags its
+parts as spans of their own.
+
+The evaluation's reading of a gold composite (``training/evaluation/queries.py: split_composite``)
+uses the same rules first, and knows how many parts to expect. The linker
+(``sapbert_linker``'s ``split_composites``) splits a span only when its wording is not a name of
+its KB as it stands (:func:`composite_parts`).
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterator, List, Sequence, Tuple
+
+from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+from spacy_sapbert.kb.normalize import normalize
+
+_WORD = r"[A-Za-z-]+"
+PREFIX_OF = re.compile(rf"(?P<head>{_WORD}) of (?:both )?(?:the )?(?P<first>(?:{_WORD} )+)(?:and|or) (?:the )?"
+                       rf"(?P<second>(?:{_WORD} ?)+)")
+"""'carcinoma of the breast and ovary' → carcinoma of breast, carcinoma of ovary."""
+NESTED_AND = re.compile(rf"(?P<heads>(?:{_WORD},? )+)(?:and|or|and/or) (?P<last>{_WORD} and {_WORD}) (?P<stem>.*)")
+"""'breast, ovarian, and colon and rectal cancer': the last conjunct itself holds an 'and'."""
+COORDINATED = re.compile(rf"(?P<heads>(?:{_WORD},? )+)(?:and|or|and/or) (?P<last>(?:the )?{_WORD}) (?P<stem>.*)")
+"""'breast, brain and kidney cancer' / 'breast and ovarian cancer'."""
+SLASH_HEAD = re.compile(rf"(?P<before>(?:{_WORD} )*)(?P<left>{_WORD})/(?P<right>{_WORD}) (?P<stem>(?:{_WORD} ?)+)")
+"""'breast/ovarian cancer' → breast cancer, ovarian cancer: one word each side, a shared head after."""
+
+
+def coordinated_parts(mention: str) -> List[str]:
+    """The parts of ``mention`` by the shared-head rules (:data:`PREFIX_OF`, :data:`NESTED_AND`,
+    :data:`COORDINATED`), or ``[]`` when none fits."""
+    match = PREFIX_OF.match(mention)
+    if match:
+        head = match.group("head")
+        return [f"{head} of {match.group('first').strip()}", f"{head} of {match.group('second').strip()}"]
+    match = NESTED_AND.match(mention) or COORDINATED.match(mention)
+    if match:
+        heads = [h.strip() for h in match.group("heads").strip().split(",")]
+        heads.append(match.group("last"))
+        return [f"{h.strip()} {match.group('stem')}" for h in heads if h.strip()]
+    return []
+
+
+def split_coordination(mention: str) -> List[str]:
+    """The concepts a coordinated mention names, written out, or ``[]`` if it is not one.
+
+    >>> split_coordination("renal or hepatic toxicity")
+    ['renal toxicity', 'hepatic toxicity']
+    >>> split_coordination("breast/ovarian cancer")
+    ['breast cancer', 'ovarian cancer']
+    >>> split_coordination("nausea and vomiting")
+    []
+    """
+    mention = " ".join(mention.split())
+    parts = coordinated_parts(mention)
+    if not parts and "and/or" not in mention:
+        match = SLASH_HEAD.fullmatch(mention)
+        if match:
+            before, stem = match.group("before"), match.group("stem").strip()
+            parts = [f"{before}{match.group(side)} {stem}" for side in ("left", "right")]
+    parts = [p.strip() for p in parts if p.strip()]
+    return parts if len(parts) >= 2 and len(set(parts)) == len(parts) else []
+
+
+def composite_parts(texts: Sequence[str], kb: KnowledgeBase) -> Iterator[Tuple[int, str]]:
+    """(index of the text, part) for every coordinated text of ``texts`` that is not itself a name of
+    ``kb``: "breast and ovarian cancer" names one syndrome (D061325) in MeSH, and NCBI's annotators
+    mostly tag it so; a span that is a KB name as it stands is one concept."""
+    names = kb.alias_to_concepts
+    for i, text in enumerate(texts):
+        parts = split_coordination(text)
+        if parts and normalize(text) not in names:
+            for part in parts:
+                yield i, part
+
+
+__all__ = ["composite_parts", "COORDINATED", "NESTED_AND", "PREFIX_OF", "SLASH_HEAD", "coordinated_parts", "split_coordination"]
