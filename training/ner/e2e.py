@@ -2,7 +2,7 @@
 table of :mod:`.e2e_table` (NER, linked mentions, document-level concepts).
 
 The NER pipeline finds the spans in raw text, the ``sapbert_linker`` pipe gives each one a
-concept (``ent.kb_id_``), and a predicted pair counts only if a gold mention has exactly
+concept (``ent.kb_id_``; a coordinated span its parts' concepts), and a predicted pair counts only if a gold mention has exactly
 that character span and that concept. IDs are compared through the knowledge base
 (:func:`spacy_sapbert.kb.matching.concept_key`, the rule the Acc@k evaluation uses too), so a
 gold ``OMIM:…`` that the KB merged into a MeSH concept matches that concept. A composite gold
@@ -30,7 +30,7 @@ from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.kb.matching import concept_key
 from ..corpora import Document
-from .e2e_table import collect, gold_sets, score, sweep, table_rows
+from .e2e_table import collect, gold_sets, score, stated, sweep, table_rows
 from .scores import PRF
 
 logger = logging.getLogger(__name__)
@@ -170,8 +170,7 @@ def evaluate_e2e(nlp: Language, documents: Sequence[Document], label_map: Mappin
     gold, no_id = _unlabelled(gold_table)
     threshold = nlp.get_pipe(LINKER_PIPE).threshold
     entities = collect(nlp, documents, labels, kb, LINKER_PIPE)
-    predicted = {(e.pmid, e.start, e.end, e.concept) for e in entities
-                 if e.concept and (threshold is None or e.score >= threshold)}
+    predicted = {(e.pmid, e.start, e.end, concept) for e in entities for concept in stated(e, threshold)}
     accuracy, counted = gold_span_accuracy(nlp, documents, wanted, kb)
     result = E2EResult(name, len(documents), len(gold), score_pairs(gold, predicted, no_id), accuracy, counted,
                        threshold, score(entities, gold_table, labels, threshold),
