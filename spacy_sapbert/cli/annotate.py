@@ -112,4 +112,8 @@ def show_annotations(path: Path) -> None:
                 score = f"{ent['score']:.3f}" if ent.get("score") is not None else "  -  "
                 via = f"  (= {ent['long_form']})" if ent.get("long_form") else ""
                 typer.echo(f"  {ent['label']:<9} {ent['text'][:40]:<40} {score}  {concept}{via}")
+                for part in ent.get("parts", []):  # a coordinated span's concepts (split_composites)
+                    named = f"{part['concept_id']}  {part['concept_name']}" if part["concept_id"] else "(no concept)"
+                    value = f"{part['score']:.3f}" if part.get("score") is not None else "  -  "
+                    typer.echo(f"  {'':<9} + {part['text'][:38]:<38} {value}  {named}")
     typer.echo("")

@@ -20,6 +20,7 @@ from spacy_sapbert.encoding.backends import BACKENDS, load_native, load_transfor
 from spacy_sapbert.encoding.folder_check import check_model_folder
 from spacy_sapbert.encoding.modelfiles import MINILM_ALIASES, SETTINGS_FILE, TOKENIZER_FILES, read_settings, resolve_model_path
 from spacy_sapbert.encoding.pooling import POOLINGS, check_pooling, pool
+from spacy_sapbert.encoding.recorded import DIGESTS_KEY, file_digests, recorded_fingerprint
 from spacy_sapbert.encoding.st_files import write_sentence_transformers_files
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.util.devices import DTYPE_ALIASES, DTYPE_CHOICES, check_dtype, cpu_has_native_bf16, resolve_device
@@ -90,7 +91,8 @@ class Encoder:
         self.model.eval()
         self.weights_dtype = str(settings.get("weights_dtype", "float32"))
         """Precision of the weights as stored (float16 for the shipped default); ``save`` keeps it."""
-        self._fingerprint_cache: Optional[tuple] = None
+        recorded = recorded_fingerprint(location, settings, self.settings)
+        self._fingerprint_cache: Optional[tuple] = (self._versions(), recorded) if recorded else None
         self._load_fingerprint: Optional[str] = None
         self._place(dtype)
         logger.info("encoder %s: pooling=%s max_length=%d device=%s dtype=%s", self.source, self.pooling,
@@ -106,7 +108,7 @@ class Encoder:
         """CPU bf16: the weights stay float32 and the forward pass runs under bf16 autocast."""
         if self.dtype != "float32" and not self.autocast:
             # Half-precision weights hash differently; the model is the one we loaded.
-            self._load_fingerprint = self._compute_fingerprint()
+            self._load_fingerprint = self.fingerprint
             self.model.to(getattr(torch, self.dtype))
         self.model.to(self.device)
 
@@ -151,10 +153,14 @@ class Encoder:
         """
         if self._load_fingerprint is not None:
             return self._load_fingerprint
-        versions = (sum(p._version for p in self.model.parameters()), self.pooling, self.max_length)
+        versions = self._versions()
         if self._fingerprint_cache is None or self._fingerprint_cache[0] != versions:
             self._fingerprint_cache = (versions, self._compute_fingerprint())
         return self._fingerprint_cache[1]
+
+    def _versions(self) -> tuple:
+        """What changes when the fingerprint may: in-place weight updates (version counters), pooling, length."""
+        return sum(p._version for p in self.model.parameters()), self.pooling, self.max_length
 
     def _compute_fingerprint(self) -> str:
         digest = hashlib.sha256()
@@ -257,7 +263,7 @@ class Encoder:
             self.model.save_pretrained(folder, state_dict=state)
             self.tokenizer.save_pretrained(folder)
         settings = dict(self.settings, fingerprint=self.fingerprint, source=self._recorded_source, dim=self.dim,
-                        weights_dtype=stored)
+                        weights_dtype=stored, **{DIGESTS_KEY: file_digests(folder)})
         (folder / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
         # so that SentenceTransformer(folder) encodes as we do; outside the fingerprint (see the module)
         write_sentence_transformers_files(folder, self.pooling, self.max_length, self.dim)

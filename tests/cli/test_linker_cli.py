@@ -218,3 +218,20 @@ def test_link_throughput_limit_docs(fixtures):
     corpus = fixtures / "evaluate" / "eval.PubTator.txt"
     assert [len(d.ents) for d in bench["gold_docs"](nlp, corpus, limit=1)] == [9]
     assert len(bench["gold_docs"](nlp, corpus)) == 2
+
+
+def test_show_lists_a_coordinated_spans_parts_under_it(tmp_path, capsys):
+    from spacy_sapbert.cli.annotate import show_annotations
+
+    record = {"id": "d1", "text": "renal or hepatic toxicity", "entities": [
+        {"start": 0, "end": 25, "text": "renal or hepatic toxicity", "label": "DISEASE", "concept_id": "",
+         "concept_name": "", "score": None, "kb_ents": [],
+         "parts": [{"text": "renal toxicity", "concept_id": "D007674", "concept_name": "Kidney Diseases", "score": 0.958},
+                   {"text": "hepatic toxicity", "concept_id": "", "concept_name": "", "score": None}]}]}
+    path = tmp_path / "out.jsonl"
+    path.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    show_annotations(path)
+    lines = [line.rstrip() for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert lines[1].split() == ["DISEASE", "renal", "or", "hepatic", "toxicity", "-", "(no", "concept)"]
+    assert lines[2].split() == ["+", "renal", "toxicity", "0.958", "D007674", "Kidney", "Diseases"]
+    assert lines[3].split() == ["+", "hepatic", "toxicity", "-", "(no", "concept)"]

@@ -118,6 +118,34 @@ def test_fingerprint_tracks_weights_and_settings(tiny_bert, tmp_path):
     assert first.fingerprint != before
 
 
+def test_a_saved_folder_records_its_fingerprint_and_a_load_trusts_it_only_for_the_same_files(encoder, tmp_path,
+                                                                                             monkeypatch):
+    folder = encoder.save(tmp_path / "saved")
+    recorded = json.loads((folder / SETTINGS_FILE).read_text())
+    assert {"model.safetensors", "config.json", "tokenizer.json"} <= set(recorded["sha256"])
+    computed = []
+    real = Encoder._compute_fingerprint
+    monkeypatch.setattr(Encoder, "_compute_fingerprint", lambda self: computed.append(1) or real(self))
+    assert Encoder(folder, device="cpu").fingerprint == encoder.fingerprint and computed == []  # taken as recorded
+    other = Encoder(folder, device="cpu", max_length=12)  # other settings: the record does not hold
+    assert other.fingerprint != encoder.fingerprint and computed == [1]
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(str(folder / "model.safetensors"))  # the file edited after it was saved
+    name = next(k for k, v in weights.items() if v.is_floating_point())
+    weights[name] = weights[name] + 0.5
+    save_file(weights, str(folder / "model.safetensors"))
+    edited = Encoder(folder, device="cpu")
+    assert edited.fingerprint != encoder.fingerprint and len(computed) == 2
+    with torch.no_grad():  # in-place updates after a trusted load still change it
+        trusted = Encoder(encoder.save(tmp_path / "again"), device="cpu")
+        before = trusted.fingerprint
+        next(trusted.model.parameters()).add_(0.01)
+    assert trusted.fingerprint != before
+
+
 def test_missing_or_wrong_model_is_a_clear_error(tmp_path):
     with pytest.raises(InputError, match="model folder not found") as err:
         Encoder(tmp_path / "no-such-model")
