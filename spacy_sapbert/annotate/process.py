@@ -97,7 +97,8 @@ def _line(record: Record, annotations: Dict[str, Any]) -> Done:
     line.update(annotations)
     data = (json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8")
     entities = annotations["entities"]
-    return Done(record.ordinal, data, len(entities), sum(1 for e in entities if e["concept_id"]))
+    linked = sum(1 for e in entities if e["concept_id"] or any(p["concept_id"] for p in e.get("parts", [])))
+    return Done(record.ordinal, data, len(entities), linked)  # a split span counts when a part has a concept
 
 
 def _one(nlp: Language, linkers: List[Any], record: Record) -> Outcome:

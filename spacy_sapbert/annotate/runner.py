@@ -6,7 +6,8 @@ One output line per document::
      "entities": [{"start": 0, "end": 4, "text": "...", "label": "DISEASE",
                    "concept_id": "D003920", "concept_name": "Diabetes Mellitus", "score": 0.93,
                    "kb_ents": [["D003920", 0.93], ...],              # scispaCy's shape
-                   "long_form": "..."}],                             # when linked through an abbreviation
+                   "long_form": "...",                               # when linked through an abbreviation
+                   "parts": [{"text": "...", "concept_id": "...", ...}]}],  # a split coordinated span
      "abbreviations": [{"short": "T2DM", "long": "...", "start": 10, "end": 14}]}
 
 ``concept_id`` is the concept the linker chose (``ent.kb_id_``), empty when none passed

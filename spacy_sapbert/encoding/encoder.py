@@ -263,7 +263,9 @@ class Encoder:
             self.model.save_pretrained(folder, state_dict=state)
             self.tokenizer.save_pretrained(folder)
         settings = dict(self.settings, fingerprint=self.fingerprint, source=self._recorded_source, dim=self.dim,
-                        weights_dtype=stored, **{DIGESTS_KEY: file_digests(folder)})
+                        weights_dtype=stored)
+        if self._load_fingerprint is None:  # the fingerprint is of the weights just written: loads may trust it
+            settings[DIGESTS_KEY] = file_digests(folder)
         (folder / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
         # so that SentenceTransformer(folder) encodes as we do; outside the fingerprint (see the module)
         write_sentence_transformers_files(folder, self.pooling, self.max_length, self.dim)

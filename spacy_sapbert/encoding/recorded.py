@@ -5,7 +5,7 @@ as float32 (0.18 s of each load of the embedded default on two CPU cores, a tent
 written by ``Encoder.save`` records that fingerprint in ``sapbert.json`` together with the SHA-256
 of the files it was computed from; a load whose files still have those digests, and whose pooling
 and length are the recorded ones, takes the recorded fingerprint (hashing the files' bytes costs
-about 30 ms). Any other folder, or one edited since, is hashed as before.
+about 46 ms). Any other folder, or one edited since, is hashed as before.
 """
 from __future__ import annotations
 
@@ -13,22 +13,24 @@ import hashlib
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
 
-RECORDED_FILES = ("model.safetensors", "config.json", "tokenizer.json", "vocab.txt")
-"""The files whose bytes decide the weights and vocabulary a load builds (those present are recorded)."""
+NOT_RECORDED = frozenset({"sapbert.json", "modules.json", "sentence_bert_config.json", "README.md"})
+"""Top-level files that do not decide the weights or the vocabulary (the record itself, the
+sentence-transformers module files, a card); every other file of the folder is recorded."""
+WEIGHTS_SUFFIXES = (".safetensors", ".bin")
 DIGESTS_KEY = "sha256"
 
 
 def file_digests(folder: Path) -> Dict[str, str]:
-    """SHA-256 of each of :data:`RECORDED_FILES` that ``folder`` has."""
+    """SHA-256 of every top-level file of ``folder`` but :data:`NOT_RECORDED`: the weights (also
+    when sharded), config, tokenizer files and whatever else a loader may read."""
     digests = {}
-    for name in RECORDED_FILES:
-        path = folder / name
-        if path.is_file():
+    for path in sorted(folder.iterdir()):
+        if path.is_file() and path.name not in NOT_RECORDED:
             digest = hashlib.sha256()
             with path.open("rb") as handle:
                 for block in iter(lambda: handle.read(1 << 22), b""):
                     digest.update(block)
-            digests[name] = digest.hexdigest()
+            digests[path.name] = digest.hexdigest()
     return digests
 
 
@@ -40,7 +42,9 @@ def recorded_fingerprint(folder: Any, recorded: Mapping[str, Any], current: Mapp
         return None
     if any(recorded.get(key) != value for key, value in current.items()):
         return None
+    if not any(name.endswith(WEIGHTS_SUFFIXES) for name in digests):
+        return None
     return fingerprint if file_digests(folder) == digests else None
 
 
-__all__ = ["DIGESTS_KEY", "RECORDED_FILES", "file_digests", "recorded_fingerprint"]
+__all__ = ["DIGESTS_KEY", "NOT_RECORDED", "file_digests", "recorded_fingerprint"]

@@ -8,31 +8,35 @@ parts are unambiguous are split: modifiers coordinated before a shared head ("br
 kidney cancer"), a shared head with "of" ("carcinoma of the breast and ovary") and one word on
 each side of a slash before a shared head ("breast/ovarian cancer"). A coordination of two whole
 names ("nausea and vomiting") has no shared head and is left alone: the NER usually tags its
-parts as spans of their own.
+parts as spans of their own. Which modifiers are words and which are whole names the rules
+cannot tell ("hypertension and diabetes mellitus" has the shape of "renal and hepatic failure"):
+:func:`composite_parts` asks the KB.
 
 The evaluation's reading of a gold composite (``training/evaluation/queries.py: split_composite``)
 uses the same rules first, and knows how many parts to expect. The linker
-(``sapbert_linker``'s ``split_composites``) splits a span only when its wording is not a name of
-its KB as it stands (:func:`composite_parts`).
+(``sapbert_linker``'s ``split_composites``) splits a span only where its KB supports the split
+(:func:`composite_parts`).
 """
 from __future__ import annotations
 
 import re
-from typing import Iterator, List, Sequence, Tuple
+from typing import FrozenSet, Iterator, List, Optional, Sequence, Tuple
 
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.kb.normalize import normalize
 
 _WORD = r"[A-Za-z-]+"
 PREFIX_OF = re.compile(rf"(?P<head>{_WORD}) of (?:both )?(?:the )?(?P<first>(?:{_WORD} )+)(?:and|or) (?:the )?"
-                       rf"(?P<second>(?:{_WORD} ?)+)")
+                       rf"(?P<second>{_WORD}(?: {_WORD})*)")
 """'carcinoma of the breast and ovary' → carcinoma of breast, carcinoma of ovary."""
 NESTED_AND = re.compile(rf"(?P<heads>(?:{_WORD},? )+)(?:and|or|and/or) (?P<last>{_WORD} and {_WORD}) (?P<stem>.*)")
 """'breast, ovarian, and colon and rectal cancer': the last conjunct itself holds an 'and'."""
 COORDINATED = re.compile(rf"(?P<heads>(?:{_WORD},? )+)(?:and|or|and/or) (?P<last>(?:the )?{_WORD}) (?P<stem>.*)")
 """'breast, brain and kidney cancer' / 'breast and ovarian cancer'."""
-SLASH_HEAD = re.compile(rf"(?P<before>(?:{_WORD} )*)(?P<left>{_WORD})/(?P<right>{_WORD}) (?P<stem>(?:{_WORD} ?)+)")
-"""'breast/ovarian cancer' → breast cancer, ovarian cancer: one word each side, a shared head after."""
+SLASH_HEAD = re.compile(rf"(?P<before>(?:{_WORD} )*)(?P<left>{_WORD})/(?P<right>{_WORD}) (?P<stem>{_WORD}(?: {_WORD})*)")
+"""'breast/ovarian cancer' → breast cancer, ovarian cancer: one word each side, a shared head after.
+(Word groups are ``word( word)*``, never ``(word ?)+``: that form backtracks exponentially on a long
+span that does not match.)"""
 
 
 def coordinated_parts(mention: str) -> List[str]:
@@ -71,16 +75,44 @@ def split_coordination(mention: str) -> List[str]:
     return parts if len(parts) >= 2 and len(set(parts)) == len(parts) else []
 
 
-def composite_parts(texts: Sequence[str], kb: KnowledgeBase) -> Iterator[Tuple[int, str]]:
-    """(index of the text, part) for every coordinated text of ``texts`` that is not itself a name of
-    ``kb``: "breast and ovarian cancer" names one syndrome (D061325) in MeSH, and NCBI's annotators
-    mostly tag it so; a span that is a KB name as it stands is one concept."""
+def composite_parts(texts: Sequence[str], kb: KnowledgeBase,
+                    types: Optional[Sequence[Optional[FrozenSet[str]]]] = None) -> Iterator[Tuple[int, str]]:
+    """(index of the text, part) for every coordinated text of ``texts`` whose split the KB supports.
+
+    A text is left whole when it is a name of ``kb`` as it stands ("breast and ovarian cancer" names
+    one syndrome, D061325, in MeSH, and NCBI's annotators mostly tag it so), and when what its parts
+    do not share is itself the name of a concept of the text's ``types`` (per text, None: any): then
+    it coordinates whole names, not modifiers of one head ("hypertension and diabetes mellitus" is
+    hypertension + diabetes mellitus, not "hypertension mellitus"; "retinal", a chemical's name,
+    still modifies "tumours" in a DISEASE span)."""
     names = kb.alias_to_concepts
+
+    def names_a_concept(words: str, allowed: Optional[FrozenSet[str]]) -> bool:
+        found = names.get(normalize(words), [])
+        return any(allowed is None or set(kb.get(cid).types) & allowed for cid in found)
+
     for i, text in enumerate(texts):
         parts = split_coordination(text)
-        if parts and normalize(text) not in names:
-            for part in parts:
-                yield i, part
+        if not parts or normalize(text) in names:
+            continue
+        allowed = types[i] if types is not None else None
+        if any(names_a_concept(own, allowed) for own in _own_words(parts)):
+            continue
+        for part in parts:
+            yield i, part
+
+
+def _own_words(parts: Sequence[str]) -> List[str]:
+    """What each part does not share with every other: its words between the common first and last words."""
+    words = [part.split() for part in parts]
+    shortest = min(len(w) for w in words)
+    head = 0
+    while head < shortest - 1 and len({tuple(w[:head + 1]) for w in words}) == 1:
+        head += 1
+    tail = 0
+    while tail < shortest - 1 - head and len({tuple(w[len(w) - tail - 1:]) for w in words}) == 1:
+        tail += 1
+    return [" ".join(w[head:len(w) - tail]) for w in words]
 
 
 __all__ = ["composite_parts", "COORDINATED", "NESTED_AND", "PREFIX_OF", "SLASH_HEAD", "coordinated_parts", "split_coordination"]

@@ -57,7 +57,8 @@ class Mentions(NamedTuple):
     spans: Sequence[Any]
     """The spaCy spans (their documents are the context)."""
     texts: Sequence[str]
-    """What is searched for each span: its text, or its abbreviation's long form."""
+    """What is searched for each span: its text, or its abbreviation's long form; with ``split_composites``
+    the parts of coordinated spans follow the spans, each with its span repeated in ``spans``."""
     types: Optional[Sequence[Optional[TypeSet]]]
     """Per span, the KB types its concept must have one of (None: any), from its label."""
 

@@ -227,7 +227,7 @@ class SapBertLinker(Pipe):
         if texts:  # no spans: nothing loaded
             linker = self.linker
             if self.settings.split_composites:
-                owners = add_composite_parts(spans, texts, labels, linker.kb)
+                owners = add_composite_parts(spans, texts, labels, linker.kb, linker.types_for(labels))
             mentions = Mentions(spans, texts, linker.types_for(labels))
             found = one_per_mention(self.stages["get_candidates"](linker, mentions), mentions, "get_candidates")
             ranked = one_per_mention(self.stages["rerank_candidates"](self.reranking, mentions, found), mentions,
@@ -298,7 +298,7 @@ class SapBertLinker(Pipe):
 
 
 @Language.factory("sapbert_linker", default_config={**FACTORY_DEFAULT_CONFIG, **STAGE_CONFIG},
-                  assigns=["span._.kb_ents", "token.ent_kb_id"])
+                  assigns=["span._.kb_ents", "span._.kb_ents_parts", "token.ent_kb_id"])
 @settings_signature(SapBertLinker)
 def make_sapbert_linker(nlp: Language, name: str, **settings: Any) -> SapBertLinker:
     """The pipe, with the settings of :class:`LinkerSettings` (docs/pipe.md, "Settings"), checked now."""

@@ -8,13 +8,14 @@ their spans.
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from spacy.tokens import Doc, Span, SpanGroup
 
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.linking.composite import composite_parts
 from spacy_sapbert.linking.linker import Candidates
+from spacy_sapbert.linking.type_filter import TypeSet
 from spacy_sapbert.linking.settings import LinkerSettings
 from spacy_sapbert.pipes.abbreviations import abbreviation_pairs
 
@@ -35,11 +36,13 @@ def parts_extension(extension: str) -> str:
     return f"{extension}_parts"
 
 
-def add_composite_parts(spans: List[Span], texts: List[str], labels: List[str], kb: KnowledgeBase) -> List[int]:
-    """Append the parts of every coordinated text (:func:`~spacy_sapbert.linking.composite.composite_parts`)
-    to the three lists, with its span and label; return, per part, the index of its span."""
+def add_composite_parts(spans: List[Span], texts: List[str], labels: List[str], kb: KnowledgeBase,
+                        types: Optional[Sequence[Optional[TypeSet]]] = None) -> List[int]:
+    """Append the parts of every coordinated text (:func:`~spacy_sapbert.linking.composite.composite_parts`;
+    ``types``: per text, the KB types its label links to) to the three lists, with its span and label;
+    return, per part, the index of its span."""
     owners = []
-    for i, part in list(composite_parts(texts, kb)):
+    for i, part in list(composite_parts(texts, kb, types)):
         spans.append(spans[i])
         texts.append(part)
         labels.append(labels[i])

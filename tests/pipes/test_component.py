@@ -355,3 +355,12 @@ def test_split_composites_links_each_concept_of_a_coordinated_span(tiny_bert, tm
     assert [p for p, _ in batched] == ["renal toxicity", "hepatic toxicity"]
     predictions = pipe.predict([nlp.make_doc(text)])
     assert predictions[0] == []  # a doc without entities: nothing to link
+
+    pipe.extension = "tox_ents"  # another extension: its parts go to tox_ents_parts
+    doc = nlp(text)
+    assert [p for p, _ in doc.ents[0]._.tox_ents_parts] == ["renal toxicity", "hepatic toxicity"]
+    pipe.configure(extension="kb_ents", spans_key="sc")  # a span group, as doc.ents
+    doc = nlp.make_doc(text)
+    doc.spans["sc"] = [Span(doc, 2, 6, label="DISEASE")]  # "renal or hepatic toxicity"
+    pipe(doc)
+    assert [p for p, _ in doc.spans["sc"][0]._.kb_ents_parts] == ["renal toxicity", "hepatic toxicity"]

@@ -107,7 +107,7 @@ def _prf(gold: Set[tuple], predicted: Set[tuple]) -> PRF:
 
 def score(entities: Sequence[Entity], gold: Tuple[Set[tuple], Set[tuple], Set[tuple], Set[tuple]],
           labels: Sequence[str], threshold: Optional[float]) -> Dict[str, Dict[str, PRF]]:
-    """label (and ``ALL``) → level → P/R/F1, an entity keeping its concept when its score >= ``threshold``."""
+    """label (and ``ALL``) → level → P/R/F1, an entity stating the concepts :func:`stated` gives at ``threshold``."""
     spans, pairs, concepts, no_id = gold
     linked = [(e, concept) for e in entities for concept in stated(e, threshold)]
     predicted = {

@@ -166,6 +166,7 @@ def test_a_gold_part_teaches_its_own_labels_and_leaves_the_others_open(corpus, t
     data = write_teacher_inputs(folder, parts, tiny_bert, [corpus["kb"]], inputs, max_pieces=32, overlap=8)["data"]
     read = fit.Inputs(inputs)
     assert [p.get("open_tags") for p in read.parts] == [None, [0, 3, 4], None]
+    assert [p.get("labels") for p in read.parts] == [None, ["CHEMICAL"], None]
     gold = load_file(str(inputs))["text/gold"][:6].tolist()
     assert gold == [SCHEME.begin("CHEMICAL")] + [objective.PARTIAL_O] * 5  # "kidney failure" may be a disease here
 
@@ -174,11 +175,11 @@ def test_a_gold_part_teaches_its_own_labels_and_leaves_the_others_open(corpus, t
 
     with safe_open(str(corpus["soft"]), "np") as handle:  # the same teacher rows, for the changed corpus file
         metadata = dict(handle.metadata(), data=data)
-    save_file(load_file(str(corpus["soft"])), str(tmp_path / "soft.safetensors"), metadata=metadata)
+    save_file(load_file(str(corpus["soft"])), str(tmp_path / "soft-partial.safetensors"), metadata=metadata)
 
     def run(name, *extra):
-        distil.main(["--encoder", str(tiny_bert), "--inputs", str(inputs), "--soft-labels", str(tmp_path / "soft.safetensors"),
-                     "--output", str(tmp_path / name), "--layers", "0", "--epochs", "6", "--batch-size", "8",
+        distil.main(["--encoder", str(tiny_bert), "--inputs", str(inputs),
+                     "--soft-labels", str(tmp_path / "soft-partial.safetensors"), "--output", str(tmp_path / name), "--layers", "0", "--epochs", "6", "--batch-size", "8",
                      "--lr", "1e-3", "--head-lr", "1e-2", "--warmup-steps", "0", "--distil-weight", "0.0",
                      "--device", "cpu", *extra])
         return json.loads((tmp_path / name / distil.LOG_FILE).read_text())
@@ -189,3 +190,6 @@ def test_a_gold_part_teaches_its_own_labels_and_leaves_the_others_open(corpus, t
     assert alone["gold_parts"] == [] and alone["best"]["dev"]["dev"]["f"] < 70
     with pytest.raises(SystemExit, match="not unlabelled parts"):
         run("wrong", "--gold-part", "dev")
+    with pytest.raises(SystemExit, match="do not say which labels"):  # inputs cut without parts.json
+        distil.main(["--encoder", str(tiny_bert), "--inputs", str(corpus["inputs"]), "--soft-labels",
+                     str(corpus["soft"]), "--output", str(tmp_path / "old"), "--gold-part", "text", "--device", "cpu"])

@@ -59,7 +59,6 @@ def test_score_pairs_ignores_predictions_on_spans_without_id():
     assert score_pairs(gold, predicted, {("1", 10, 12)}) == PRF(1, 1, 1)
 
 
-@pytest.mark.filterwarnings("ignore:.*W036")  # scispaCy's abbreviation matcher starts empty
 def test_a_coordinated_span_states_the_concepts_of_its_parts():
     from spacy_sapbert.training.ner.e2e_table import Entity, score
 
@@ -73,6 +72,7 @@ def test_a_coordinated_span_states_the_concepts_of_its_parts():
     assert score([split], gold, ["DISEASE"], 0.95)["DISEASE"]["documents"] == PRF(0, 0, 2)  # no part: its own, too low
 
 
+@pytest.mark.filterwarnings("ignore:.*W036")  # scispaCy's abbreviation matcher starts empty
 def test_evaluate_e2e_with_a_rule_ner_and_the_linker(kb, tiny_bert, tmp_path):
     ner = scispacy_blank(split_hyphens=True)
     ruler = ner.add_pipe("entity_ruler")

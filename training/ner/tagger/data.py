@@ -57,8 +57,6 @@ def build_gazetteer(kb_files: Sequence[PathLike], label_to_types: Mapping[str, S
     return gazetteer
 
 
-
-
 @dataclass
 class Example:
     window: Window

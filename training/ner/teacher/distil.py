@@ -63,6 +63,10 @@ class Corpus:
         wrong = [name for name in gold_parts if name not in unlabelled]
         if wrong:
             raise SystemExit(f"--gold-part {wrong}: not unlabelled parts of the inputs (they have {unlabelled})")
+        unknown = [p["name"] for p in inputs.parts if p["name"] in gold_parts and "labels" not in p]
+        if unknown:  # cut before partial labels were recorded: its gold would teach a certain O for every label
+            raise SystemExit(f"--gold-part {unknown}: the inputs do not say which labels these parts annotate; cut "
+                             "them again with `sapbert ner-teacher-inputs` from a corpus folder with parts.json")
         self.gold_parts = gold_parts
         self.gold: Dict[str, torch.Tensor] = {}
         self.soft: Dict[str, torch.Tensor] = {}

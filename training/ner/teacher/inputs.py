@@ -125,6 +125,7 @@ def write_teacher_inputs(corpus: PathLike, parts: Sequence[str], teacher: PathLi
         arrays = part_arrays(docs, tagging, opened)
         tensors.update({f"{name}/{key}": value for key, value in arrays.items()})
         listed.append({"name": name, "role": role, "file": file, "sha256": hashlib.sha256(content).hexdigest(),
+                       **({"labels": list(known[file])} if file in known and role != "dev" else {}),
                        **({"open_tags": list(opened)} if opened else {})})
         stats[name] = {"docs": len(arrays["doc_offsets"]) - 1, "tokens": len(arrays["gold"]),
                        "windows": len(arrays["win_offsets"]) - 1}
