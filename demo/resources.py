@@ -106,10 +106,12 @@ def _add_dictionary_ner(nlp: Language, before: str, kb: KnowledgeBase, show_prog
 
 def _open_up(pipe) -> Optional[float]:
     """Let the linker return every candidate up to :data:`MAX_K`: the page applies the threshold
-    (a slider) itself. Returns the pipeline's configured threshold, the slider's start value."""
+    (a slider) itself, one for every label (a pipeline's ``label_thresholds`` are set aside). Returns
+    the pipeline's configured threshold, the slider's start value."""
     linker = pipe.linker
     configured = linker.threshold
     linker.threshold = None
+    pipe.label_thresholds = None
     linker.max_entities_per_mention = max(linker.max_entities_per_mention, MAX_K)
     linker.k = max(linker.k, MAX_K)
     return configured

@@ -189,16 +189,18 @@ class Linker:
             raise InputError(f"types must hold one entry per mention ({len(texts)}), got {types!r}", field="types")
         return [(text, as_type_set(allowed, i)) for i, (text, allowed) in enumerate(zip(texts, types))]
 
-    def select(self, candidates: Candidates, calibrate: bool = True) -> Candidates:
+    def select(self, candidates: Candidates, calibrate: bool = True, threshold: Any = ...) -> Candidates:
         """``candidates`` (best first) as :meth:`link` returns them: scores through the calibration
-        when there is one and ``calibrate``, then ``threshold`` and ``max_entities_per_mention``.
-        ``calibrate=False``: the scores are probabilities already (the context re-ranker's)."""
+        when there is one and ``calibrate``, then ``threshold`` (the linker's unless given; None: none)
+        and ``max_entities_per_mention``. ``calibrate=False``: the scores are probabilities already
+        (the context re-ranker's)."""
         if calibrate and self.calibration is not None and candidates:
             probabilities = self.calibration.probabilities([score for _, score in candidates])
             candidates = [(cid, float(p)) for (cid, _), p in zip(candidates, probabilities)]
-        if self.threshold is None:
+        threshold = self.threshold if threshold is ... else threshold
+        if threshold is None:
             return list(candidates[: self.max_entities_per_mention])
-        kept = [c for c in candidates if c[1] >= self.threshold]
+        kept = [c for c in candidates if c[1] >= threshold]
         return kept[: self.max_entities_per_mention]
 
     def _candidates(self, keys: Sequence[Key]) -> Dict[Key, Found]:

@@ -94,6 +94,11 @@ def _is_label_to_types(value: Any) -> bool:
                for label, types in value.items())
 
 
+def _is_label_thresholds(value: Any) -> bool:
+    return value is None or (isinstance(value, Mapping) and all(
+        _is_text(label) and threshold is not None and _is_threshold(threshold) for label, threshold in value.items()))
+
+
 def _copy_label_to_types(value: Any) -> Any:
     """A private copy (lists of strings), so that changing the dict given changes no settings."""
     return None if value is None else {label: list(types) for label, types in value.items()}
@@ -164,12 +169,17 @@ class LinkerSettings:
     label_to_types: Optional[Dict[str, List[str]]] = _setting(
         DEFAULT_LABEL_TO_TYPES, "null (no type filtering) or a mapping of span label → non-empty list of KB types "
                                 "(e.g. {\"DISEASE\": [\"Disease\"]})", _is_label_to_types, live=True)
+    label_thresholds: Optional[Dict[str, float]] = _setting(
+        None, "null or a mapping of span label → threshold (a number from -1 to 1) that replaces `threshold` for "
+              "that label's spans (e.g. {\"CHEMICAL\": 0.9})", _is_label_thresholds, live=True)
 
     def __post_init__(self) -> None:
         # Also when built directly (LinkerSettings(k=0)): an instance is always valid.
         for setting in dataclasses.fields(self):
             check_setting(setting.name, getattr(self, setting.name))
         object.__setattr__(self, "label_to_types", _copy_label_to_types(self.label_to_types))
+        if self.label_thresholds is not None:  # a private copy, as label_to_types
+            object.__setattr__(self, "label_thresholds", {k: float(v) for k, v in self.label_thresholds.items()})
 
     @classmethod
     def from_config(cls, values: Mapping[str, Any], owner: str = DEFAULT_OWNER) -> "LinkerSettings":

@@ -149,6 +149,22 @@ DEFAULT_STAGES: Dict[str, Callable[..., Any]] = {
 """What :data:`STAGE_CONFIG`'s blocks resolve to: the stages of a pipe built without a config (``SapBertLinker(nlp)``)."""
 
 
+def mention_thresholds(labels: Sequence[str], threshold: Optional[float],
+                       label_thresholds: Optional[Dict[str, float]]) -> List[Optional[float]]:
+    """Per mention, its label's threshold (``label_thresholds``) or else ``threshold``."""
+    return [threshold if not label_thresholds else label_thresholds.get(label, threshold) for label in labels]
+
+
+def lowest(thresholds: Sequence[Optional[float]]) -> Optional[float]:
+    """The threshold the stages apply before each mention's own: the lowest (None if one is None)."""
+    return None if not thresholds or any(t is None for t in thresholds) else min(thresholds)  # type: ignore
+
+
+def above(results: Sequence[Candidates], thresholds: Sequence[Optional[float]]) -> List[Candidates]:
+    """Each mention's candidates that reach its own threshold."""
+    return [list(r) if t is None else [c for c in r if c[1] >= t] for r, t in zip(results, thresholds)]
+
+
 def one_per_mention(results: Sequence[Any], mentions: Mentions, key: str) -> Sequence[Any]:
     """``results``, if a stage gave one per mention: one more or less would shift every later span's links."""
     if len(results) != len(mentions.texts):
@@ -166,4 +182,5 @@ def check_stages(stages: Dict[str, Any], pipe_name: str) -> None:
 
 
 __all__ = ["AnnotatedStage", "CandidateStage", "DEFAULT_STAGES", "Mentions", "Ranked", "RerankStage", "STAGE_CONFIG", "annotated_first",
-           "check_stages", "context_rerank", "dense_candidates", "named_candidates", "one_per_mention"]
+           "above", "check_stages", "context_rerank", "dense_candidates", "lowest", "mention_thresholds", "named_candidates",
+           "one_per_mention"]

@@ -56,17 +56,22 @@ def ensure_extension(name: str) -> None:
                          "pick another `extension` name", field="extension")
 
 
+def _is_mapping(hint: Any) -> bool:
+    """``Dict[...]`` or ``Optional[Dict[...]]``."""
+    return any(typing.get_origin(h) is dict for h in (hint, *typing.get_args(hint)))
+
+
 def settings_signature(returns: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Give a factory a signature naming every setting: spaCy checks a config against its
     factory's signature (an unnamed key is an error), and the settings are named once, in
     :class:`LinkerSettings`. Renamed keys of older configs are named too, null when absent, and
     the candidate stages' keys (:data:`~spacy_sapbert.linking.stages.STAGE_CONFIG`).
-    A dict-valued setting is annotated ``Any``: spaCy's own check of a nested type would refuse
+    A mapping-valued setting (``label_to_types``, ``label_thresholds``) is annotated ``Any``: spaCy's own check of a nested type would refuse
     ``{"DISEASE": "Disease"}`` with a pydantic message before the setting's rule could name it."""
 
     def decorate(factory: Callable[..., Any]) -> Callable[..., Any]:
         hints = dict(typing.get_type_hints(LinkerSettings))
-        hints.update({key: Any for key, value in DEFAULT_CONFIG.items() if isinstance(value, dict)})
+        hints.update({key: Any for key, hint in hints.items() if _is_mapping(hint)})
         keyword = inspect.Parameter.KEYWORD_ONLY
         params = [inspect.Parameter("nlp", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Language),
                   inspect.Parameter("name", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str)]

@@ -258,14 +258,15 @@ def test_saved_pipeline_with_and_without_ner(tiny_bert, kb_file, tmp_path):
 
     nlp = scispacy_blank("en")
     nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert), "kb": str(kb_file), "device": "cpu",
-                                           "threshold": 0.9})
+                                           "threshold": 0.9, "label_thresholds": {"CHEMICAL": 0.99}})
     nlp.initialize()
     nlp.to_disk(tmp_path / "plain")
     plain = load_pipeline(tmp_path / "plain", show_progress=False)
     assert plain.ner_source == NER_SOURCE_DICTIONARY
     assert plain.source == "saved pipeline plain" and not plain.calibrated  # cosines; no server path
     assert plain.default_threshold == pytest.approx(0.9)  # the slider starts at the pipeline's threshold
-    assert plain.linker_pipe.linker.threshold is None  # ... and the page applies it
+    assert plain.linker_pipe.linker.threshold is None  # ... and the page applies it, to every label
+    assert plain.linker_pipe.label_thresholds is None
     linked = logic.link_text(plain.nlp, "Acetylsalicylic acid (ASA) after a heart attack.", 0.5, 2, plain.kb,
                              plain.linker_name)
     assert [m.text for m in linked.mentions] == ["Acetylsalicylic acid", "ASA", "heart attack"]

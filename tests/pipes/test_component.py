@@ -364,3 +364,21 @@ def test_split_composites_links_each_concept_of_a_coordinated_span(tiny_bert, tm
     doc.spans["sc"] = [Span(doc, 2, 6, label="DISEASE")]  # "renal or hepatic toxicity"
     pipe(doc)
     assert [p for p, _ in doc.spans["sc"][0]._.kb_ents_parts] == ["renal toxicity", "hepatic toxicity"]
+
+
+def test_label_thresholds_replace_the_threshold_for_their_labels_only(tiny_bert, kb_path):
+    nlp = make_nlp(tiny_bert, kb_path, threshold=None, cache_size=0)
+    pipe = nlp.get_pipe("sapbert_linker")
+    before = [links(nlp(text)) for text in TEXTS]
+    scores = sorted(s for doc in before for _, _, found in doc for _, s in found)
+    cut = scores[len(scores) // 2]
+    pipe.label_thresholds = {"OTHER": 0.99}  # another label's: nothing changes
+    assert [[(t, i, [c for c, _ in f]) for t, i, f in links(nlp(text))] for text in TEXTS] == \
+        [[(t, i, [c for c, _ in f]) for t, i, f in doc] for doc in before]
+    pipe.label_thresholds = {"ENT": cut}
+    for text, old in zip(TEXTS, before):
+        for (_, _, found), (_, _, was) in zip(links(nlp(text)), old):
+            assert [c for c, _ in found] == [c for c, s in was if s >= cut]
+    pipe.configure(threshold=0.99, label_thresholds={"ENT": cut})  # lower than the threshold: its own still rules
+    assert [c for c, _ in links(nlp(TEXTS[0]))[0][2]] == [c for c, s in before[0][0][2] if s >= cut]
+    assert nlp.config["components"]["sapbert_linker"]["label_thresholds"] == {"ENT": cut}

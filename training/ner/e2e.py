@@ -79,12 +79,15 @@ class E2EResult:
     table: Optional[Dict[str, Dict[str, PRF]]] = None
     """Label (and ALL) → NER / mentions / documents P/R/F1 (:mod:`.e2e_table`)."""
     sweep: Optional[List[Tuple[float, PRF]]] = None
-    """Pooled document-level P/R/F1 at each threshold asked for."""
+    """Pooled document-level P/R/F1 at each threshold asked for (one threshold for every label)."""
+    label_thresholds: Optional[Dict[str, float]] = None
+    """The linker's per-label thresholds over ``threshold`` (``label_thresholds``), if it has any."""
 
     def to_dict(self) -> dict:
         out = {"corpus": self.corpus, "documents": self.documents, "gold_pairs": self.gold_pairs,
                "pairs": self.pairs.to_dict(), "gold_span_acc1": round(self.gold_span_accuracy, 2),
-               "gold_span_mentions": self.gold_span_mentions, "threshold": self.threshold}
+               "gold_span_mentions": self.gold_span_mentions, "threshold": self.threshold,
+               **({"label_thresholds": self.label_thresholds} if self.label_thresholds else {})}
         if self.table is not None:
             out["table"] = {label: {level: prf.to_dict() for level, prf in levels.items()}
                             for label, levels in self.table.items()}
@@ -98,7 +101,8 @@ class E2EResult:
                  f"[tp {p.tp} fp {p.fp} fn {p.fn}, {self.gold_pairs} gold pairs]; linker on gold spans: "
                  f"Acc@1 {self.gold_span_accuracy:.2f} over {self.gold_span_mentions} single-concept mentions"]
         if self.table is not None:
-            lines += [f"threshold {self.threshold}: | type | NER P / R / F1 | mentions P / R / F1 | "
+            at = f"{self.threshold}" + (f" ({self.label_thresholds})" if self.label_thresholds else "")
+            lines += [f"threshold {at}: | type | NER P / R / F1 | mentions P / R / F1 | "
                       "documents P / R / F1 |", *table_rows(self.table)]
         for t, prf in self.sweep or []:
             lines.append(f"  threshold {t:.3f}: documents P {prf.precision:.2f} R {prf.recall:.2f} F1 {prf.f1:.2f}")
@@ -124,7 +128,8 @@ def gold_span_accuracy(nlp: Language, documents: Sequence[Document], label_map: 
 
     Only mentions with exactly one gold concept count (a composite needs several answers and
     one span gets one); a mention whose offsets fall inside a token is linked on the smallest
-    token span that covers it.
+    token span that covers it. The linker's thresholds are off meanwhile (restored after): this is
+    the accuracy of its best answer, not of what it keeps.
     """
     linker = nlp.get_pipe(LINKER_PIPE)
     docs: List[Doc] = []
@@ -148,11 +153,16 @@ def gold_span_accuracy(nlp: Language, documents: Sequence[Document], label_map: 
     if detector is not None:  # long forms for the linker, as in the full pipeline
         docs = [detector(doc) for doc in docs]
     hits = total = 0
-    for doc, keys in zip(linker.pipe(docs), wanted):
-        linked = {(e.start, e.end): concept_key(e.kb_id_, kb) if e.kb_id_ else None for e in doc.ents}
-        for start, end, key in keys:
-            total += 1
-            hits += linked.get((start, end)) == key
+    threshold, label_thresholds = linker.threshold, linker.label_thresholds
+    linker.configure(threshold=None, label_thresholds=None)
+    try:
+        for doc, keys in zip(linker.pipe(docs), wanted):
+            linked = {(e.start, e.end): concept_key(e.kb_id_, kb) if e.kb_id_ else None for e in doc.ents}
+            for start, end, key in keys:
+                total += 1
+                hits += linked.get((start, end)) == key
+    finally:
+        linker.configure(threshold=threshold, label_thresholds=label_thresholds)
     return (100.0 * hits / total if total else 0.0), total
 
 
@@ -168,13 +178,15 @@ def evaluate_e2e(nlp: Language, documents: Sequence[Document], label_map: Mappin
     wanted = {k: v for k, v in label_map.items() if v in labels}
     gold_table = gold_sets(documents, wanted, kb)
     gold, no_id = _unlabelled(gold_table)
-    threshold = nlp.get_pipe(LINKER_PIPE).threshold
+    pipe = nlp.get_pipe(LINKER_PIPE)
+    threshold, label_thresholds = pipe.threshold, pipe.label_thresholds
+    at = {label: (label_thresholds or {}).get(label, threshold) for label in labels}  # each label's own
     entities = collect(nlp, documents, labels, kb, LINKER_PIPE)
-    predicted = {(e.pmid, e.start, e.end, concept) for e in entities for concept in stated(e, threshold)}
+    predicted = {(e.pmid, e.start, e.end, concept) for e in entities for concept in stated(e, at)}
     accuracy, counted = gold_span_accuracy(nlp, documents, wanted, kb)
     result = E2EResult(name, len(documents), len(gold), score_pairs(gold, predicted, no_id), accuracy, counted,
-                       threshold, score(entities, gold_table, labels, threshold),
-                       sweep(entities, gold_table, labels, thresholds) if thresholds else None)
+                       threshold, score(entities, gold_table, labels, at),
+                       sweep(entities, gold_table, labels, thresholds) if thresholds else None, label_thresholds)
     logger.info("%s", result.summary())
     return result
 

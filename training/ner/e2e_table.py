@@ -18,7 +18,7 @@ Concepts are compared through the KB (:func:`spacy_sapbert.kb.matching.concept_k
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from spacy.language import Language
 from tqdm import tqdm
@@ -47,9 +47,16 @@ class Entity:
     """A coordinated span's parts (the linker's ``split_composites``): best (concept, score) of each."""
 
 
-def stated(entity: Entity, threshold: Optional[float]) -> List[str]:
+Threshold = Union[None, float, Mapping[str, Optional[float]]]
+"""One threshold, or per label (the pipe's ``label_thresholds`` over its ``threshold``)."""
+
+
+def stated(entity: Entity, threshold: Threshold) -> List[str]:
     """The concepts an entity states at ``threshold``: a coordinated span's parts that pass it, or,
     when it has none that do, its own concept."""
+    if isinstance(threshold, Mapping):
+        threshold = threshold.get(entity.label)
+
     def passes(concept: str, value: float) -> bool:
         return bool(concept) and (threshold is None or value >= threshold)
     parts = sorted({concept for concept, value in entity.parts if passes(concept, value)})
@@ -58,10 +65,10 @@ def stated(entity: Entity, threshold: Optional[float]) -> List[str]:
 
 def collect(nlp: Language, documents: Sequence[Document], labels: Sequence[str],
             kb: Optional[KnowledgeBase], linker: str = "sapbert_linker") -> List[Entity]:
-    """Run the pipeline on the raw texts with the linker's threshold at 0 (restored after)."""
+    """Run the pipeline on the raw texts with the linker's thresholds at 0 (restored after)."""
     pipe = nlp.get_pipe(linker)
-    threshold = pipe.threshold
-    pipe.threshold = 0.0
+    threshold, label_thresholds = pipe.threshold, pipe.label_thresholds
+    pipe.configure(threshold=0.0, label_thresholds=None)
     found: List[Entity] = []
     try:
         docs = nlp.pipe((d.text for d in documents), batch_size=32)
@@ -76,7 +83,7 @@ def collect(nlp: Language, documents: Sequence[Document], labels: Sequence[str],
                 found.append(Entity(document.pmid, ent.start_char, ent.end_char, ent.label_,
                                     concept_key(best[0], kb) if best[0] else "", float(best[1]), parts))
     finally:
-        pipe.threshold = threshold
+        pipe.configure(threshold=threshold, label_thresholds=label_thresholds)
     return found
 
 
@@ -106,7 +113,7 @@ def _prf(gold: Set[tuple], predicted: Set[tuple]) -> PRF:
 
 
 def score(entities: Sequence[Entity], gold: Tuple[Set[tuple], Set[tuple], Set[tuple], Set[tuple]],
-          labels: Sequence[str], threshold: Optional[float]) -> Dict[str, Dict[str, PRF]]:
+          labels: Sequence[str], threshold: Threshold) -> Dict[str, Dict[str, PRF]]:
     """label (and ``ALL``) → level → P/R/F1, an entity stating the concepts :func:`stated` gives at ``threshold``."""
     spans, pairs, concepts, no_id = gold
     linked = [(e, concept) for e in entities for concept in stated(e, threshold)]

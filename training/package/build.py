@@ -148,7 +148,8 @@ def set_default_threshold(nlp: Language, report: Dict[str, Any], threshold: Opti
     check_threshold(threshold)
     nlp.get_pipe(linker).threshold = threshold
     nlp.get_pipe_config(linker)["threshold"] = threshold
-    report["default_threshold"] = {"value": threshold, "chosen_for": reason}
+    labels = (report.get("default_threshold") or {}).get("labels")  # per-label choices stay with the pipe's
+    report["default_threshold"] = {"value": threshold, "chosen_for": reason, **({"labels": labels} if labels else {})}
 
 
 def write_pipeline(nlp: Language, report: Dict[str, Any], output: PathLike, card_extra: str = "",

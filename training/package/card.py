@@ -54,8 +54,11 @@ def _threshold_sentence(report: Dict[str, Any], cal: Dict[str, Any]) -> str:
     chosen = report.get("default_threshold")
     if not chosen:
         return f" Scores are calibrated probabilities and the threshold is {cal['threshold']} (see Calibration)."
+    per_label = "".join(f", {entry['value']} for {label} spans (`label_thresholds`"
+                        + (f", {entry['chosen_for']}" if entry.get("chosen_for") else "") + ")"
+                        for label, entry in sorted(chosen.get("labels", {}).items()))
     return (f" Scores are calibrated probabilities; the threshold is {chosen['value']}"
-            + (f" ({chosen['chosen_for']})" if chosen.get("chosen_for") else "")
+            + (f" ({chosen['chosen_for']})" if chosen.get("chosen_for") else "") + per_label
             + f"; {cal['threshold']} gives {100 * cal['precision']:.0f}% link precision (see Calibration).")
 
 

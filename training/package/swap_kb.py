@@ -78,6 +78,7 @@ def replace_kb(pipeline: PathLike, kb_path: PathLike, output: PathLike, *, exact
         report["calibration"] = _recalibrate(nlp, calibrate_on, min_precision)
         stale_calibration = False
         report.pop("default_threshold", None)
+        linker.label_thresholds = None  # chosen on the old scores, as the default was
     set_default_threshold(nlp, report, threshold, threshold_reason)
     report.update({"kb": kb.name, "kb_file": str(kb_path), "kb_stats": kb.stats().as_dict(),
                    "index_rows": len(compact), "index_params": compact.manifest.get("params"),

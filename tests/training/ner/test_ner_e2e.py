@@ -70,6 +70,8 @@ def test_a_coordinated_span_states_the_concepts_of_its_parts():
     assert score([split], gold, ["DISEASE"], 0.5)["DISEASE"]["documents"] == PRF(2, 0, 0)
     assert score([split], gold, ["DISEASE"], 0.7)["DISEASE"]["mentions"] == PRF(1, 0, 1)  # the part below it drops
     assert score([split], gold, ["DISEASE"], 0.95)["DISEASE"]["documents"] == PRF(0, 0, 2)  # no part: its own, too low
+    assert score([split], gold, ["DISEASE"], {"DISEASE": 0.7})["DISEASE"]["mentions"] == PRF(1, 0, 1)  # per label
+    assert score([split], gold, ["DISEASE"], {"CHEMICAL": 0.99, "DISEASE": 0.5})["DISEASE"]["documents"] == PRF(2, 0, 0)
 
 
 @pytest.mark.filterwarnings("ignore:.*W036")  # scispaCy's abbreviation matcher starts empty

@@ -41,6 +41,10 @@ def test_the_ruler_and_table_are_added_and_everything_else_is_kept(tmp_path):
     for part in ("encoder", "index", "kb.jsonl.gz", "cfg.json"):
         source, copy = default / "sapbert_linker" / part, out / "sapbert_linker" / part
         assert (_digests(source) == _digests(copy)) if source.is_dir() else source.read_bytes() == copy.read_bytes()
+    assert nlp.get_pipe("sapbert_linker").label_thresholds == {"CHEMICAL": 0.9}  # the default's, kept
+    # two votes of two mentions score (2 + 1) / (2 + 2) = 0.75: below the CHEMICAL threshold, so no concept ...
+    assert {e.text: e.kb_id_ for e in nlp("Patients were given zorbitol daily.").ents}["zorbitol"] == ""
+    nlp.get_pipe("sapbert_linker").label_thresholds = None  # ... and at the default threshold, 0.65, the table's
     doc = nlp("Patients were given zorbitol daily.")
     found = {e.text: (e.label_, e.kb_id_) for e in doc.ents}
     assert found["zorbitol"] == ("CHEMICAL", "D013012"), found

@@ -161,9 +161,14 @@ def test_replace_kb_sets_the_default_threshold_chosen_for_the_new_kb_and_drops_t
     assert nlp.get_pipe("sapbert_linker").threshold == 0.3 == nlp.config["components"]["sapbert_linker"]["threshold"]
     assert "the threshold is 0.3 (the best document F1 on dev)" in (package / "README.md").read_text()
     assert spacy.util.load_config(package / "config.cfg")["components"]["sapbert_linker"]["kb"] == str(renamed)
+    config = spacy.util.load_config(package / "config.cfg")  # a per-label choice made on these scores
+    config["components"]["sapbert_linker"]["label_thresholds"] = {"ENT": 0.8}
+    config.to_disk(package / "config.cfg")
+    assert spacy.load(package).get_pipe("sapbert_linker").label_thresholds == {"ENT": 0.8}
     again = replace_kb(package, kb_path, package, calibrate_on=gold, min_precision=0.5)  # calibrated again, no choice
     assert "default_threshold" not in again
     assert spacy.load(package).get_pipe("sapbert_linker").threshold == again["calibration"]["threshold"]
+    assert spacy.load(package).get_pipe("sapbert_linker").label_thresholds is None  # chosen on the old scores
 
 
 def test_annotation_commands_write_new_files_from_the_training_mentions_and_never_overwrite(tmp_path):

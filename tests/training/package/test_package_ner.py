@@ -60,6 +60,8 @@ def test_replace_ner_sets_a_new_default_threshold_and_the_card_keeps_the_high_pr
     assert _digests(tmp_path / "out" / "sapbert_linker") == _digests(Path(DEFAULT_PIPELINE) / "sapbert_linker")
     card = (tmp_path / "out" / "README.md").read_text()
     assert "the threshold is 0.5 (best F1 on dev)" in card and f"high-precision threshold, {high}" in card
+    assert "0.9 for CHEMICAL spans (`label_thresholds`" in card  # the per-label choice stays, as in the config
+    assert spacy.load(tmp_path / "out").get_pipe("sapbert_linker").label_thresholds == {"CHEMICAL": 0.9}
     with pytest.raises(InputError, match="between 0 and 1"):
         replace_ner(DEFAULT_PIPELINE, ner_pipeline, tmp_path / "bad", threshold=1.5)
 
