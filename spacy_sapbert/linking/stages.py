@@ -36,7 +36,7 @@ stage is registered the same way::
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence
 
 from spacy.util import registry
 
@@ -165,6 +165,21 @@ def above(results: Sequence[Candidates], thresholds: Sequence[Optional[float]]) 
     return [list(r) if t is None else [c for c in r if c[1] >= t] for r, t in zip(results, thresholds)]
 
 
+def run_stages(stages: Mapping[str, Any], linker: "Linker", reranking: Optional[ContextReranking],
+               table: Optional["AnnotatedNames"], mentions: Mentions,
+               thresholds: Sequence[Optional[float]]) -> List[Candidates]:
+    """The pipe's chain: ``get_candidates`` → ``rerank_candidates`` → calibration, threshold and cut-off
+    (:meth:`Linker.select`) → ``prefer_annotated``, each checked to give one result per mention; the
+    stages run at the lowest of the mentions' ``thresholds``, and each mention keeps what reaches its own."""
+    found = one_per_mention(stages["get_candidates"](linker, mentions), mentions, "get_candidates")
+    ranked = one_per_mention(stages["rerank_candidates"](reranking, mentions, found), mentions, "rerank_candidates")
+    first = lowest(thresholds)
+    results = [linker.select(r.candidates, calibrate=not r.probabilities, threshold=first) for r in ranked]
+    results = one_per_mention(stages["prefer_annotated"](table, mentions, results, first,
+                                                         linker.max_entities_per_mention), mentions, "prefer_annotated")
+    return above(results, thresholds)
+
+
 def one_per_mention(results: Sequence[Any], mentions: Mentions, key: str) -> Sequence[Any]:
     """``results``, if a stage gave one per mention: one more or less would shift every later span's links."""
     if len(results) != len(mentions.texts):
@@ -183,4 +198,4 @@ def check_stages(stages: Dict[str, Any], pipe_name: str) -> None:
 
 __all__ = ["AnnotatedStage", "CandidateStage", "DEFAULT_STAGES", "Mentions", "Ranked", "RerankStage", "STAGE_CONFIG", "annotated_first",
            "above", "check_stages", "context_rerank", "dense_candidates", "lowest", "mention_thresholds", "named_candidates",
-           "one_per_mention"]
+           "one_per_mention", "run_stages"]

@@ -39,8 +39,8 @@ from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.linking.annotated_names import AnnotatedNames
 from spacy_sapbert.linking.linker import Candidates, Linker
 from spacy_sapbert.linking.rerank.stage import ContextReranking
-from spacy_sapbert.linking.stages import (DEFAULT_STAGES, STAGE_CONFIG, Mentions, above, check_stages, lowest,
-                                          mention_thresholds, one_per_mention)
+from spacy_sapbert.linking.stages import (DEFAULT_STAGES, STAGE_CONFIG, Mentions, check_stages, mention_thresholds,
+                                          run_stages)
 from spacy_sapbert.pipes.linker_spans import (add_composite_parts, parts_extension, span_queries, warn_missing_group,
                                               with_parts, write_candidates)
 from spacy_sapbert.pipes.linker_config import ensure_extension, record_in_config, setting_attributes, settings_signature
@@ -229,16 +229,9 @@ class SapBertLinker(Pipe):
             linker = self.linker
             if self.settings.split_composites:
                 owners = add_composite_parts(spans, texts, labels, linker.kb, linker.types_for(labels))
-            mentions = Mentions(spans, texts, linker.types_for(labels))
-            found = one_per_mention(self.stages["get_candidates"](linker, mentions), mentions, "get_candidates")
-            ranked = one_per_mention(self.stages["rerank_candidates"](self.reranking, mentions, found), mentions,
-                                     "rerank_candidates")
             thresholds = mention_thresholds(labels, linker.threshold, self.settings.label_thresholds)
-            first = lowest(thresholds)  # the stages' threshold; each mention's own after them
-            results = [linker.select(r.candidates, calibrate=not r.probabilities, threshold=first) for r in ranked]
-            results = above(one_per_mention(self.stages["prefer_annotated"](
-                self.annotated_table, mentions, results, first, linker.max_entities_per_mention),
-                mentions, "prefer_annotated"), thresholds)
+            results = run_stages(self.stages, linker, self.reranking, self.annotated_table,
+                                 Mentions(spans, texts, linker.types_for(labels)), thresholds)
         linked = with_parts(results, texts, owners, whole)
         out, offset = [], 0
         for _, queries, _ in queries_per_doc:
