@@ -212,16 +212,24 @@ class NameIndex:
                          k: int, rows: Optional[RowFilter]) -> Tuple[np.ndarray, np.ndarray]:
         if len(texts) != len(vectors):
             raise InputError(f"{len(texts)} texts for {len(vectors)} query vectors", field="texts")
+        own = [self._name_rows().get(text) for text in texts]
+        if rows is not None:
+            own = [None if r is None else r[rows.mask[r]] for r in own]
+        exact = np.einsum("nd,nd->n", vectors, vectors)
+        return promote_rows(scores, found, own, exact, k)
+
+    def _name_rows(self) -> Dict[str, np.ndarray]:
+        """Normalised name → its rows, built once (from the compact tables, no KB scan)."""
         if self._rows_of_name is None:
             names, _, table = self._compact_tables()
             order = np.argsort(table[:, 0], kind="stable")
             starts = np.searchsorted(table[order, 0], np.arange(len(names) + 1))
             self._rows_of_name = {name: order[starts[i]:starts[i + 1]] for i, name in enumerate(names)}
-        own = [self._rows_of_name.get(text) for text in texts]
-        if rows is not None:
-            own = [None if r is None else r[rows.mask[r]] for r in own]
-        exact = np.einsum("nd,nd->n", vectors, vectors)
-        return promote_rows(scores, found, own, exact, k)
+        return self._rows_of_name
+
+    def concepts_named(self, name: str) -> List[str]:
+        """The concepts that have ``name`` (normalised, as the index stores names) as one of theirs."""
+        return [self.concept_ids[row] for row in self._name_rows().get(name, ())]
 
     def row_mask(self, allowed: Callable[[str], bool]) -> np.ndarray:
         """One bool per row: whether ``allowed(concept_id)`` holds for the row's concept (asked

@@ -20,7 +20,7 @@ uses the same rules first, and knows how many parts to expect. The linker
 from __future__ import annotations
 
 import re
-from typing import FrozenSet, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, FrozenSet, Iterator, List, Optional, Sequence, Tuple
 
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.kb.normalize import normalize
@@ -76,7 +76,8 @@ def split_coordination(mention: str) -> List[str]:
 
 
 def composite_parts(texts: Sequence[str], kb: KnowledgeBase,
-                    types: Optional[Sequence[Optional[FrozenSet[str]]]] = None) -> Iterator[Tuple[int, str]]:
+                    types: Optional[Sequence[Optional[FrozenSet[str]]]] = None,
+                    named: Optional[Callable[[str], Sequence[str]]] = None) -> Iterator[Tuple[int, str]]:
     """(index of the text, part) for every coordinated text of ``texts`` whose split the KB supports.
 
     A text is left whole when it is a name of ``kb`` as it stands ("breast and ovarian cancer" names
@@ -84,16 +85,18 @@ def composite_parts(texts: Sequence[str], kb: KnowledgeBase,
     do not share is itself the name of a concept of the text's ``types`` (per text, None: any): then
     it coordinates whole names, not modifiers of one head ("hypertension and diabetes mellitus" is
     hypertension + diabetes mellitus, not "hypertension mellitus"; "retinal", a chemical's name,
-    still modifies "tumours" in a DISEASE span)."""
-    names = kb.alias_to_concepts
+    still modifies "tumours" in a DISEASE span). ``named``: normalised name → the concepts that have it
+    (the linker passes its index's table, built with its first search; default: the KB's alias index,
+    which normalises every name of the KB once, seconds for the default's 180,000)."""
+    if named is None:
+        named = lambda name: kb.alias_to_concepts.get(name, ())  # noqa: E731
 
     def names_a_concept(words: str, allowed: Optional[FrozenSet[str]]) -> bool:
-        found = names.get(normalize(words), [])
-        return any(allowed is None or set(kb.get(cid).types) & allowed for cid in found)
+        return any(allowed is None or set(kb.get(cid).types) & allowed for cid in named(normalize(words)))
 
     for i, text in enumerate(texts):
         parts = split_coordination(text)
-        if not parts or normalize(text) in names:
+        if not parts or named(normalize(text)):
             continue
         allowed = types[i] if types is not None else None
         if any(names_a_concept(own, allowed) for own in _own_words(parts)):

@@ -227,11 +227,13 @@ class SapBertLinker(Pipe):
         results: List[Candidates] = []
         if texts:  # no spans: nothing loaded
             linker = self.linker
+            types = linker.types_for(labels)
             if self.settings.split_composites:
-                owners = add_composite_parts(spans, texts, labels, linker.kb, linker.types_for(labels))
+                owners = add_composite_parts(spans, texts, types, linker)
+                labels += [labels[i] for i in owners]
             thresholds = mention_thresholds(labels, linker.threshold, self.settings.label_thresholds)
             results = run_stages(self.stages, linker, self.reranking, self.annotated_table,
-                                 Mentions(spans, texts, linker.types_for(labels)), thresholds)
+                                 Mentions(spans, texts, types), thresholds)
         linked = with_parts(results, texts, owners, whole)
         out, offset = [], 0
         for _, queries, _ in queries_per_doc:

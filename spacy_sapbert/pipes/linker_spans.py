@@ -12,9 +12,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from spacy.tokens import Doc, Span, SpanGroup
 
-from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.linking.composite import composite_parts
-from spacy_sapbert.linking.linker import Candidates
+from spacy_sapbert.linking.linker import Candidates, Linker
 from spacy_sapbert.linking.type_filter import TypeSet
 from spacy_sapbert.linking.settings import LinkerSettings
 from spacy_sapbert.pipes.abbreviations import abbreviation_pairs
@@ -36,16 +35,17 @@ def parts_extension(extension: str) -> str:
     return f"{extension}_parts"
 
 
-def add_composite_parts(spans: List[Span], texts: List[str], labels: List[str], kb: KnowledgeBase,
-                        types: Optional[Sequence[Optional[TypeSet]]] = None) -> List[int]:
-    """Append the parts of every coordinated text (:func:`~spacy_sapbert.linking.composite.composite_parts`;
-    ``types``: per text, the KB types its label links to) to the three lists, with its span and label;
-    return, per part, the index of its span."""
+def add_composite_parts(spans: List[Span], texts: List[str], types: Optional[List[Optional[TypeSet]]],
+                        linker: Linker) -> List[int]:
+    """Append the parts of every coordinated text (:func:`~spacy_sapbert.linking.composite.composite_parts`,
+    with the names of the linker's index; ``types``: per text, the KB types its label links to) to the
+    lists, with its span and types; return, per part, the index of its span."""
     owners = []
-    for i, part in list(composite_parts(texts, kb, types)):
+    for i, part in list(composite_parts(texts, linker.kb, types, linker.index.concepts_named)):
         spans.append(spans[i])
         texts.append(part)
-        labels.append(labels[i])
+        if types is not None:
+            types.append(types[i])
         owners.append(i)
     return owners
 

@@ -33,6 +33,13 @@ def test_every_name_concept_pair_is_a_row(flat):
     assert flat.kind == "flat" and flat.dim == 32
 
 
+def test_concepts_named_reads_the_index_table_as_the_kb_aliases_say(flat):
+    aliases = small_kb().alias_to_concepts
+    assert sorted(flat.concepts_named("ms")) == sorted(aliases["ms"]) == ["D009081", "D009103"]
+    assert all(flat.concepts_named(name) == aliases[name] for name in aliases)
+    assert flat.concepts_named("no such name") == []
+
+
 def test_a_name_finds_itself_and_a_shared_name_finds_both_concepts(flat, encoder):
     names = ["myocardial infarction", "plaquenil", "ms"]
     scores, rows = flat.search(encoder.encode(names), k=3)

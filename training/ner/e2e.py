@@ -30,7 +30,7 @@ from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.kb.matching import concept_key
 from ..corpora import Document
-from .e2e_table import collect, gold_sets, score, stated, sweep, table_rows
+from .e2e_table import collect, gold_sets, score, stated, sweep, table_rows, thresholds_at
 from .scores import PRF
 
 logger = logging.getLogger(__name__)
@@ -153,16 +153,12 @@ def gold_span_accuracy(nlp: Language, documents: Sequence[Document], label_map: 
     if detector is not None:  # long forms for the linker, as in the full pipeline
         docs = [detector(doc) for doc in docs]
     hits = total = 0
-    threshold, label_thresholds = linker.threshold, linker.label_thresholds
-    linker.configure(threshold=None, label_thresholds=None)
-    try:
+    with thresholds_at(linker, None):
         for doc, keys in zip(linker.pipe(docs), wanted):
             linked = {(e.start, e.end): concept_key(e.kb_id_, kb) if e.kb_id_ else None for e in doc.ents}
             for start, end, key in keys:
                 total += 1
                 hits += linked.get((start, end)) == key
-    finally:
-        linker.configure(threshold=threshold, label_thresholds=label_thresholds)
     return (100.0 * hits / total if total else 0.0), total
 
 

@@ -17,8 +17,9 @@ Concepts are compared through the KB (:func:`spacy_sapbert.kb.matching.concept_k
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from spacy.language import Language
 from tqdm import tqdm
@@ -63,14 +64,23 @@ def stated(entity: Entity, threshold: Threshold) -> List[str]:
     return parts or ([entity.concept] if passes(entity.concept, entity.score) else [])
 
 
+@contextmanager
+def thresholds_at(pipe: Any, threshold: Optional[float]) -> Iterator[None]:
+    """The linker ``pipe`` at one ``threshold`` for every label meanwhile; its own thresholds after."""
+    kept = pipe.threshold, pipe.label_thresholds
+    pipe.configure(threshold=threshold, label_thresholds=None)
+    try:
+        yield
+    finally:
+        pipe.configure(threshold=kept[0], label_thresholds=kept[1])
+
+
 def collect(nlp: Language, documents: Sequence[Document], labels: Sequence[str],
             kb: Optional[KnowledgeBase], linker: str = "sapbert_linker") -> List[Entity]:
     """Run the pipeline on the raw texts with the linker's thresholds at 0 (restored after)."""
-    pipe = nlp.get_pipe(linker)
-    threshold, label_thresholds = pipe.threshold, pipe.label_thresholds
-    pipe.configure(threshold=0.0, label_thresholds=None)
     found: List[Entity] = []
-    try:
+    pipe = nlp.get_pipe(linker)
+    with thresholds_at(pipe, 0.0):
         docs = nlp.pipe((d.text for d in documents), batch_size=32)
         for document, doc in tqdm(zip(documents, docs), total=len(documents), desc="NER+linking", unit="doc",
                                   leave=False):
@@ -78,12 +88,10 @@ def collect(nlp: Language, documents: Sequence[Document], labels: Sequence[str],
                 if ent.label_ not in labels:
                     continue
                 best = ent._.kb_ents[0] if ent._.kb_ents else ("", float("-inf"))
-                parts = tuple((concept_key(found[0][0], kb), float(found[0][1]))
-                              for _, found in ent._.get(parts_extension(pipe.extension)) if found)
+                parts = tuple((concept_key(hits[0][0], kb), float(hits[0][1]))
+                              for _, hits in ent._.get(parts_extension(pipe.extension)) if hits)
                 found.append(Entity(document.pmid, ent.start_char, ent.end_char, ent.label_,
                                     concept_key(best[0], kb) if best[0] else "", float(best[1]), parts))
-    finally:
-        pipe.configure(threshold=threshold, label_thresholds=label_thresholds)
     return found
 
 
