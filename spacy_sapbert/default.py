@@ -55,10 +55,15 @@ def default_index_path() -> Path:
 
 
 def load(**kwargs: Any) -> Any:
-    """``spacy.load`` of the embedded default pipeline (keyword arguments go to spacy.load)."""
+    """``spacy.load`` of the embedded default pipeline (keyword arguments go to spacy.load), with Python's
+    cyclic collector paused meanwhile (:func:`~spacy_sapbert.util.gc_pause.gc_paused`: its full passes over
+    what the load has built so far cost a quarter of a second to a second of it)."""
     import spacy
 
-    return spacy.load(default_pipeline_path(), **kwargs)
+    from spacy_sapbert.util.gc_pause import gc_paused
+
+    with gc_paused():
+        return spacy.load(default_pipeline_path(), **kwargs)
 
 
 __all__ = ["DEFAULT_PIPELINE", "DEFAULT_MODEL", "default_pipeline_path", "default_encoder_path", "default_kb_path", "default_kb_name", "default_index_path",

@@ -99,9 +99,7 @@ class Gazetteer:
         path = Path(folder) / FILE_NAME
         with gzip.open(path, "rt", encoding="utf8") as handle:
             text = handle.read()
-        joined = _label_blocks(text)
-        if joined is None:
-            joined = _label_lines(text, path)
+        joined = label_names_from_text(text, path)
         gazetteer = cls.__new__(cls)
         gazetteer._set_names(joined)
         return gazetteer
@@ -122,6 +120,14 @@ class Gazetteer:
         logger.info("gazetteer: %d names kept, %d dropped (shorter than %d characters, longer than %d tokens "
                     "or numbers)", kept, dropped, MIN_CHARS, MAX_TOKENS)
         return cls(table)
+
+
+def label_names_from_text(text: str, path: PathLike) -> Dict[str, Set[str]]:
+    """The names per label of a ``LABEL<TAB>tok tok`` file's text (the gazetteer's, the dictionary pipe's
+    grow names): split with string methods when each label's lines come in one block, as both writers
+    write them, else line by line, a bad line reported with its number."""
+    joined = _label_blocks(text)
+    return joined if joined is not None else _label_lines(text, Path(path))
 
 
 def _label_blocks(text: str) -> Optional[Dict[str, Set[str]]]:

@@ -20,6 +20,10 @@ more occurrences). A NER entity that is exactly such a wording with that label i
 listed wordings are added. They are many (12,053 in the embedded default) and only ever compared whole,
 so they are kept as text, ``LABEL<TAB>lower-case tokens`` per line (``exclusions.tsv``), which reads in
 a hundredth of a second where the JSON patterns took 0.2 s; a package without the file has none.
+
+Third, KB names an entity grows to (``grow_names.tsv``, :mod:`spacy_sapbert.ner.name_growth`): a NER
+entity inside a longer name of its label, only words added, becomes that name ("secondary
+hyperparathyroidism" over "hyperparathyroidism"). The order is: exclusions, growth, listed wordings.
 """
 from __future__ import annotations
 
@@ -34,6 +38,8 @@ from spacy.tokens import Doc, Span
 from spacy.util import filter_spans
 
 from spacy_sapbert.errors import InputError
+from spacy_sapbert.ner.name_growth import FILE_NAME as GROW_FILE
+from spacy_sapbert.ner.name_growth import NameGrowth, read_grow_names, write_grow_names
 
 PATTERNS_FILE = "patterns.jsonl"
 EXCLUSIONS_FILE = "exclusions.tsv"
@@ -74,11 +80,12 @@ def exclusion(label: Any, wording: Any, path: Union[str, Path, None] = None, lin
 
 
 def read_exclusions(path: Union[str, Path]) -> List[Exclusion]:
-    """The (label, wording) lines of an exclusions file (``#`` starts a comment line)."""
-    from spacy_sapbert.util.textfile import iter_lines
+    """The (label, wording) lines of an exclusions file (``#`` starts a comment line), read whole."""
+    from spacy_sapbert.util.textfile import read_text
 
     found = []
-    for number, line in iter_lines(path):
+    for number, line in enumerate(read_text(path).split("\n"), 1):
+        line = line.rstrip("\r")
         if not line.strip() or line.startswith("#"):
             continue
         fields = line.split("\t")
@@ -125,6 +132,8 @@ class DictionaryEntities:
         self._lengths: Dict[int, Set[int]] = {}  # first token -> the lengths of the sequences it starts
         self.exclusions: List[Exclusion] = []
         self._excluded: Set[Exclusion] = set()
+        self.growth = NameGrowth()
+        """KB names entities grow to (see the module's docstring)."""
 
     @property
     def labels(self) -> Tuple[str, ...]:
@@ -148,12 +157,18 @@ class DictionaryEntities:
                 self._excluded.add(found)
                 self.exclusions.append(found)
 
-    def _without_exclusions(self, doc: Doc) -> List[Span]:
+    def add_grow_names(self, names: Iterable[Tuple[str, str]]) -> None:
+        """(label, KB name) pairs, the name's tokens in lower case joined by spaces, that an entity of the
+        label inside one grows to (:mod:`spacy_sapbert.ner.name_growth`)."""
+        self.growth.add(names)
+
+    def _revised_ents(self, doc: Doc) -> List[Span]:
+        """``doc.ents`` without the excluded wordings, grown to the KB names they lie in; set on ``doc``."""
         ents = list(doc.ents)
-        if not self._excluded:
-            return ents
-        kept = [e for e in ents if (e.label_, " ".join(t.lower_ for t in e)) not in self._excluded]
-        if len(kept) < len(ents):
+        kept = [e for e in ents if (e.label_, " ".join(t.lower_ for t in e)) not in self._excluded] \
+            if self._excluded else ents
+        kept = self.growth.grow(doc, kept)
+        if kept != ents:
             doc.set_ents(kept)
         return kept
 
@@ -171,7 +186,7 @@ class DictionaryEntities:
         return found
 
     def __call__(self, doc: Doc) -> Doc:
-        ents = self._without_exclusions(doc)
+        ents = self._revised_ents(doc)
         owner = {i: n for n, ent in enumerate(ents) for i in range(ent.start, ent.end)}
 
         def under(span: Span) -> set:
@@ -201,14 +216,25 @@ class DictionaryEntities:
             atomic_write_text(Path(path) / EXCLUSIONS_FILE, exclusions_tsv(self.exclusions))
         elif (Path(path) / EXCLUSIONS_FILE).is_file():  # an earlier save's: it would come back at from_disk
             (Path(path) / EXCLUSIONS_FILE).unlink()
+        if len(self.growth):
+            write_grow_names(Path(path) / GROW_FILE, self.growth)
+        elif (Path(path) / GROW_FILE).is_file():
+            (Path(path) / GROW_FILE).unlink()
 
     def from_disk(self, path: Union[str, Path], *, exclude: Sequence[str] = ()) -> "DictionaryEntities":
+        from spacy_sapbert.util.gc_pause import gc_paused
+
+        with gc_paused():  # tens of thousands of small objects, no cycles: see gc_paused
+            return self._read(Path(path))
+
+    def _read(self, path: Path) -> "DictionaryEntities":
         self.patterns, self._labels, self._lengths = [], {}, {}
         self.exclusions, self._excluded = [], set()
-        self.add_patterns(read_patterns(Path(path) / PATTERNS_FILE))
-        if (Path(path) / EXCLUSIONS_FILE).is_file():
-            self._excluded = set(read_exclusions(Path(path) / EXCLUSIONS_FILE))  # checked as read
+        self.add_patterns(read_patterns(path / PATTERNS_FILE))
+        if (path / EXCLUSIONS_FILE).is_file():
+            self._excluded = set(read_exclusions(path / EXCLUSIONS_FILE))  # checked as read
             self.exclusions = sorted(self._excluded)
+        self.growth = read_grow_names(path / GROW_FILE) if (path / GROW_FILE).is_file() else NameGrowth()
         return self
 
 
@@ -220,4 +246,5 @@ def make_dictionary_entities(nlp: Language, name: str, extend: bool) -> Dictiona
 
 
 __all__ = ["DictionaryEntities", "make_dictionary_entities", "read_patterns", "patterns_jsonl", "check_pattern",
-           "read_exclusions", "exclusions_tsv", "exclusion", "Exclusion", "PATTERNS_FILE", "EXCLUSIONS_FILE"]
+           "read_exclusions", "exclusions_tsv", "exclusion", "Exclusion", "PATTERNS_FILE", "EXCLUSIONS_FILE",
+           "GROW_FILE"]

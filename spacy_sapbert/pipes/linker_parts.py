@@ -30,6 +30,7 @@ from spacy_sapbert.linking.annotated_names import FILE_NAME as ANNOTATED_NAMES_F
 from spacy_sapbert.linking.calibration import Calibration
 from spacy_sapbert.linking.rerank.stage import ContextReranking, kb_canonical_names
 from spacy_sapbert.linking.settings import LinkerSettings
+from spacy_sapbert.util.gc_pause import gc_paused
 from spacy_sapbert.util.jsonfile import read_json_object
 
 logger = logging.getLogger(__name__)
@@ -145,7 +146,8 @@ def read_parts(path: PathLike, settings: LinkerSettings, name: str, exclude: Ite
         RERANKER_DIR: lambda p: read.update(reranker=p if p.is_dir() else None),
         ANNOTATED_NAMES_FILE: lambda p: read.update(annotated=p if p.is_file() else None),
     }
-    spacy.util.from_disk(path, readers, exclude)
+    with gc_paused():  # the KB, the index's tables, the annotated names: many small objects, no cycles
+        spacy.util.from_disk(path, readers, exclude)
     return read
 
 

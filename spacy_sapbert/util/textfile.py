@@ -91,8 +91,9 @@ def iter_lines(path: PathLike, progress: bool = False, desc: Optional[str] = Non
         raise InputError("empty file", path)
 
 
-def load_json(path: PathLike) -> object:
-    """Parse a (possibly gzipped) JSON file; syntax and encoding errors name the line."""
+def read_text(path: PathLike) -> str:
+    """A whole (possibly gzipped) UTF-8 text file, a byte-order mark dropped; a corrupt stream, a
+    non-UTF-8 byte (with its line) or an empty file is an :class:`InputError`."""
     path = existing_file(path)
     try:
         with open_binary(path) as handle:
@@ -106,6 +107,12 @@ def load_json(path: PathLike) -> object:
                          raw[: err.start].count(b"\n") + 1) from err
     if not text.strip():
         raise InputError("empty file", path)
+    return text
+
+
+def load_json(path: PathLike) -> object:
+    """Parse a (possibly gzipped) JSON file; syntax and encoding errors name the line."""
+    text = read_text(path)
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:

@@ -183,23 +183,34 @@ def ner_dictionary(
     max_rate: float = typer.Option(0.1, help="With --exclusions: a wording tagged with a label at under this "
                                    "share of its occurrences ..."),
     min_seen: int = typer.Option(3, help="... seen at least this many times (tagged or free)."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output (and --exclusions) when it exists."),
+    grow_names: Optional[Path] = typer.Option(None, "--grow-names", help="Also write the KB names of --grow-label "
+                                              "that a NER entity inside one grows to (LABEL<TAB>tokens lines, gzip; new "
+                                              "unless --overwrite); needs --kb."),
+    kb: Optional[Path] = typer.Option(None, "--kb", help="With --grow-names: the linker's KB (JSONL or JSONL.gz)."),
+    grow_label: List[str] = typer.Option(["DISEASE"], "--grow-label", help="With --grow-names: a label whose "
+                                         "entities grow (repeatable; its KB types from the pipeline's linker)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output (and --exclusions, --grow-names) "
+                                   "when it exists."),
 ) -> None:
     """Wordings the annotators tag nearly everywhere, as patterns for the dictionary_entities pipe after the NER
-    (and, with --exclusions, those they seldom tag)."""
+    (with --exclusions, those they seldom tag; with --grow-names, the KB names entities grow to)."""
     import spacy
 
     from spacy_sapbert.default import DEFAULT_PIPELINE
 
     from ..corpora import check_corpora_and_output
-    from .dictionary import annotated, annotator_exclusions, dictionary_patterns, write_exclusions, write_patterns
+    from .dictionary import (annotated, annotator_exclusions, dictionary_patterns, write_exclusions,
+                             write_kb_grow_names, write_patterns)
 
     with exit_on_input_error():
         check_corpora_and_output(corpora, output, overwrite)
-        if exclusions is not None:
-            if exclusions.exists() and not overwrite:
+        for extra, flag in ((exclusions, "--exclusions"), (grow_names, "--grow-names")):
+            if extra is not None and extra.exists() and not overwrite:
                 raise InputError("exists: choose a new file, or --overwrite (nothing is overwritten unasked)",
-                                 exclusions, field="--exclusions")
+                                 extra, field=flag)
+        if grow_names is not None and (kb is None or not kb.is_file()):
+            raise InputError("--grow-names needs the linker's KB file", kb, field="--kb")
+        if exclusions is not None:
             if not 0 < max_rate < 1:
                 raise InputError(f"must be between 0 and 1, got {max_rate}", field="--max-rate")
         source = pipeline or DEFAULT_PIPELINE
@@ -211,6 +222,8 @@ def ner_dictionary(
             excluded, report["exclusions"] = annotator_exclusions(nlp, corpora, max_rate=max_rate,
                                                                   min_seen=min_seen, read=read)
             write_exclusions(exclusions, excluded)
+        if grow_names is not None:
+            report["grow_names"] = write_kb_grow_names(grow_names, kb, Path(source), grow_label, nlp.make_doc)
     typer.echo(json.dumps(report, indent=1))
 
 

@@ -155,5 +155,27 @@ def write_exclusions(path: Path, exclusions: Sequence[Tuple[str, str]]) -> None:
     atomic_write_text(path, exclusions_tsv(exclusions))
 
 
+def write_kb_grow_names(path: Path, kb_file: Path, pipeline: Path, labels: Sequence[str], tokenize: Any
+                        ) -> Dict[str, object]:
+    """Write the names of the KB concepts of ``labels`` (their KB types from ``pipeline``'s linker
+    settings, ``label_to_types``) that an entity may grow to (:mod:`spacy_sapbert.ner.name_growth`)."""
+    from spacy.util import load_config
+
+    from spacy_sapbert.errors import InputError
+    from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+    from spacy_sapbert.ner.name_growth import kb_grow_names, write_grow_names
+
+    config = load_config(pipeline / "config.cfg")
+    linker = next((c for c in config["components"].values() if c.get("factory") == "sapbert_linker"), None)
+    label_to_types = dict((linker or {}).get("label_to_types") or {})
+    for label in labels:
+        if label not in label_to_types:
+            raise InputError(f"no KB types for {label!r} in the linker's label_to_types ({sorted(label_to_types)})",
+                             pipeline / "config.cfg", field="--grow-label")
+    growth = kb_grow_names(KnowledgeBase.from_jsonl(kb_file), label_to_types, labels, tokenize)
+    write_grow_names(path, growth)
+    return {"kb": str(kb_file), "labels": list(labels), "names": len(growth), "output": str(path)}
+
+
 __all__ = ["annotated", "dictionary_patterns", "annotator_exclusions", "write_patterns", "write_exclusions",
-           "MIN_CHARACTERS"]
+           "write_kb_grow_names", "MIN_CHARACTERS"]

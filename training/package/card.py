@@ -71,11 +71,14 @@ def _annotation_parts(report: Dict[str, Any]) -> Tuple[List[str], str, str]:
     excluded = (f" First it removes the NER entities that are exactly one of {found['exclusions']:,} wordings the "
                 "same annotators seldom tag with the entity's label although they occur often "
                 "(`sapbert ner-dictionary --exclusions`)." if found.get("exclusions") else "")
+    grown = (f" A NER entity inside one of {found['grow_names']:,} longer KB names of its label (only words "
+             "added: \"secondary hyperparathyroidism\" over \"hyperparathyroidism\") grows to it "
+             "(`sapbert ner-dictionary --grow-names`)." if found.get("grow_names") else "")
     return ([f"- `dictionary_entities`: {found['patterns']:,} wordings that BC5CDR and NCBI train annotators tagged "
              "(with one label) at half or more of their free occurrences (`sapbert ner-dictionary`); it adds "
              "spans that overlap none of the NER's" + (", and a wording that covers NER entities whole and is "
                                                       "longer replaces them" if found.get("extend") else "") + "."
-             + excluded],
+             + excluded + grown],
             f" Last stage: the annotated names of {found['wordings']:,} training wordings (BC5CDR and NCBI train: a "
             "span with an annotated wording gets its most annotated concept first; "
             f"{found['former_ids']} MeSH 2015 IDs matched to their 2024 concepts).",

@@ -139,6 +139,8 @@ def package_annotations(
     exclusions: Optional[Path] = typer.Option(None, "--exclusions", help="Wordings annotators seldom tag "
                                               "(`sapbert ner-dictionary --exclusions`, LABEL<TAB>wording lines): NER entities that are "
                                               "exactly one are removed."),
+    grow_names: Optional[Path] = typer.Option(None, "--grow-names", help="KB names a NER entity inside one grows "
+                                              "to (`sapbert ner-dictionary --grow-names`, LABEL<TAB>tokens lines)."),
 ) -> None:
     """Add the training annotations to a packaged default: the dictionary_entities pipe after the NER and the linker's
     annotated names; the NER, encoder, KB and index are copied byte for byte."""
@@ -147,7 +149,7 @@ def package_annotations(
     with exit_on_input_error():
         extra = card.read_text(encoding="utf-8") if card else ""
         report = add_annotations(pipeline, names, patterns, output, card_extra=extra, overwrite=overwrite,
-                                 extend=extend, exclusions=exclusions)
+                                 extend=extend, exclusions=exclusions, grow_names=grow_names)
     typer.echo(json.dumps(report, indent=1))
 
 

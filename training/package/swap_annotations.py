@@ -1,6 +1,7 @@
 """Give a built default pipeline what its training corpora's annotators did: ``dictionary_entities``
 after the NER with the wordings they tag nearly everywhere (``sapbert ner-dictionary``) and, given,
-the wordings they seldom tag (its exclusions: NER entities that are exactly one are removed), and the
+the wordings they seldom tag (its exclusions: NER entities that are exactly one are removed) and the KB
+names entities grow to, and the
 linker's annotated-names table (``sapbert annotated-names``). Nothing is retrained or re-encoded:
 the NER, the encoder, the KB and the index are copied byte for byte.
 """
@@ -14,6 +15,7 @@ from typing import Any, Dict, Optional, Union
 
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.linking.annotated_names import AnnotatedNames
+from spacy_sapbert.ner.name_growth import NameGrowth, read_grow_names
 from spacy_sapbert.pipes.dictionary import read_exclusions, read_patterns
 
 from .build import BUILD_FILE, MARKER_KEY, NER_PIPES, write_pipeline
@@ -28,12 +30,13 @@ LINKER_KEPT = ("encoder", "index", "kb.jsonl.gz", "cfg.json")
 
 def add_annotations(pipeline: PathLike, names: PathLike, patterns: PathLike, output: PathLike,
                     card_extra: str = "", overwrite: bool = False, extend: bool = True,
-                    exclusions: Optional[PathLike] = None) -> Dict[str, Any]:
+                    exclusions: Optional[PathLike] = None, grow_names: Optional[PathLike] = None) -> Dict[str, Any]:
     """Write ``pipeline`` with the dictionary of ``patterns`` after its NER and the table ``names`` in its
     linker to ``output`` (which may be ``pipeline`` itself); an earlier dictionary or table is replaced,
     any other pipe (a user's own ``entity_ruler`` too) is kept. ``extend``: the dictionary may also replace NER
     entities a longer listed wording covers whole (measured better on BC5CDR dev: docs/ner.md);
-    ``exclusions`` (``sapbert ner-dictionary --exclusions``): the wordings whose NER entities it removes."""
+    ``exclusions`` (``sapbert ner-dictionary --exclusions``): the wordings whose NER entities it removes;
+    ``grow_names`` (``sapbert ner-dictionary --grow-names``): the KB names its entities grow to."""
     import spacy
 
     started = time.perf_counter()
@@ -42,7 +45,8 @@ def add_annotations(pipeline: PathLike, names: PathLike, patterns: PathLike, out
     if not build_file.is_file():
         raise InputError(f"not a packaged default pipeline ({BUILD_FILE} missing)", pipeline)
     exclusions = Path(exclusions) if exclusions is not None else None
-    for path in (names, patterns, *([exclusions] if exclusions else [])):
+    grow_names = Path(grow_names) if grow_names is not None else None
+    for path in (names, patterns, *[p for p in (exclusions, grow_names) if p is not None]):
         if not path.is_file():
             raise InputError("file not found", path)
     report = {k: v for k, v in json.loads(build_file.read_text(encoding="utf-8")).items()
@@ -60,10 +64,13 @@ def add_annotations(pipeline: PathLike, names: PathLike, patterns: PathLike, out
     ruler.add_patterns(found)
     excluded = read_exclusions(exclusions) if exclusions else []
     ruler.add_exclusions(excluded)
+    growth = read_grow_names(grow_names) if grow_names else NameGrowth()
+    ruler.add_grow_names(growth.pairs())
     report["annotations"] = {"annotated_names": str(names), "wordings": len(table),
                              "former_ids": len(table.former_ids), "ruler_patterns": str(patterns),
                              "patterns": len(found), "extend": extend, "exclusions": len(excluded),
                              "exclusions_file": str(exclusions) if exclusions else None,
+                             "grow_names": len(growth), "grow_names_file": str(grow_names) if grow_names else None,
                              "seconds": round(time.perf_counter() - started, 1)}
     keep = [n for n in nlp.pipe_names if n not in (RULER, LINKER) and (pipeline / n).is_dir()]
     keep += [f"{LINKER}/{part}" for part in LINKER_KEPT if (pipeline / LINKER / part).exists()]

@@ -97,6 +97,26 @@ def test_tokenizer_survives_to_disk_and_spacy_load(nlp_split, tmp_path):
     assert [t.text for t in loaded("naloxone/morphine-treated")] == ["naloxone", "/", "morphine", "-", "treated"]
 
 
+def test_a_saved_tokenizer_equal_to_the_factorys_is_not_read_again_and_any_other_is(nlp_split, tmp_path, monkeypatch):
+    import spacy.util
+
+    read = []
+    original = spacy.util.from_bytes  # what spaCy's Tokenizer.from_bytes reads its fields with
+
+    def spy(data, setters, exclude):
+        read.extend(["tokenizer"] if "prefix_search" in setters else [])
+        return original(data, setters, exclude)
+
+    monkeypatch.setattr(spacy.util, "from_bytes", spy)
+    nlp_split.to_disk(tmp_path / "same")
+    assert [t.text for t in spacy.load(tmp_path / "same")("IL-2-treated")] == ["IL-2", "-", "treated"]
+    assert read == []  # the saved state is the one the config builds: skipped
+    nlp_split.tokenizer.add_special_case("IL-2-treated", [{"ORTH": "IL-2-treated"}])
+    nlp_split.to_disk(tmp_path / "own")
+    assert [t.text for t in spacy.load(tmp_path / "own")("IL-2-treated")] == ["IL-2-treated"]
+    assert read == ["tokenizer"]  # a user's special case: read as spaCy reads it
+
+
 def test_bc5cdr_offsets_labels_and_misaligned_count(nlp, tmp_path):
     docs, stats = convert_documents(nlp, read_pubtator(_write(tmp_path, BC5CDR)), BC5CDR_LABELS)
     (doc,) = docs

@@ -65,6 +65,15 @@ def test_the_ruler_and_table_are_added_and_everything_else_is_kept(tmp_path):
     assert [(e.text, e.label_) for e in excluding(text).ents] == [("zorbitol", "CHEMICAL")]
     with pytest.raises(InputError, match="missing.tsv"):
         add_annotations(out, names, patterns, tmp_path / "other", exclusions=tmp_path / "missing.tsv")
+    # with KB names to grow to: the NER's "zorbic" and "hypertension" become the one name they lie in
+    grow = tmp_path / "grow.tsv"
+    grow.write_text("DISEASE\tzorbic hypertension\n", encoding="utf-8")
+    text = "Patients with zorbic hypertension were given zorbitol daily."
+    assert ("zorbic hypertension", "DISEASE") not in [(e.text, e.label_) for e in spacy.load(out)(text).ents]
+    report = add_annotations(out, names, patterns, out, grow_names=grow)
+    assert report["annotations"]["grow_names"] == 1
+    assert [(e.text, e.label_) for e in spacy.load(out)(text).ents] == [("zorbic hypertension", "DISEASE"),
+                                                                        ("zorbitol", "CHEMICAL")]
 
 
 def test_bad_inputs_are_named(tmp_path):

@@ -1,0 +1,167 @@
+"""KB names a NER entity grows to: "hyperparathyroidism" inside "secondary hyperparathyroidism".
+
+A tagger trained on about 1,100 abstracts often stops short of a specific disease name that its
+KB lists whole: it tags "hyperparathyroidism" in "secondary hyperparathyroidism", "glaucoma" in
+"open-angle glaucoma", "migraine" and "aura" in "migraine with aura", and the linker then names the
+broader concept. The KB's own names say where such a name ends. An entity grows to the longest
+name of its label that contains it, when
+
+- only words and hyphens are added (no comma, bracket, slash, digit or line break: "Wilms tumor 1"
+  is a gene, "muscle, rigidity" two things),
+- an added first or last word is not a stop word ("other cancers"),
+- every entity the name overlaps is inside it whole and has its label (two entities, "migraine" and
+  "aura", become one; a name never swallows a chemical: "levodopa-induced dyskinesias").
+
+Nothing is tagged where the NER tagged nothing: the names only move an entity's edges. Chemicals
+are left alone in the embedded default (BC5CDR's annotators tag "calcium" in "calcium channel",
+which the KB lists whole). Measured on BC5CDR dev and NCBI in docs/ner.md.
+
+File (``grow_names.tsv.gz`` in the ``dictionary_entities`` folder): ``LABEL<TAB>lower-case tokens``
+per line, the tokens as the pipeline's tokenizer cuts the name, joined by single spaces. Names with
+punctuation other than hyphens ("epilepsy , generalized") are left out when it is built: an entity
+seldom holds the punctuation, and growing never adds it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, Iterable, List, Sequence, Set, Tuple, Union
+
+from spacy.tokens import Doc, Span
+from spacy.util import filter_spans
+
+from spacy_sapbert.errors import InputError
+
+FILE_NAME = "grow_names.tsv.gz"
+MAX_TOKENS = 12
+"""Longest name kept (in tokens; a hyphen is a token)."""
+MAX_ADDED = 6
+"""At most this many tokens are added on each side of an entity."""
+
+
+def addable(token) -> bool:
+    """A token a name may add to an entity: a word or a hyphen."""
+    return token.is_alpha or token.text == "-"
+
+
+def good_edge(token) -> bool:
+    """An added first or last token: a word that is not a stop word."""
+    return token.is_alpha and not token.is_stop
+
+
+class NameGrowth:
+    """Per label, the names (lower-case tokens joined by spaces) an entity of that label may grow to."""
+
+    def __init__(self, names: Iterable[Tuple[str, str]] = ()) -> None:
+        self._names: Dict[str, Set[str]] = {}
+        self.add(names)
+
+    def add(self, names: Iterable[Tuple[str, str]]) -> None:
+        for label, wording in names:
+            tokens = wording.split()
+            if len(tokens) >= 2 and len(tokens) <= MAX_TOKENS:
+                self._names.setdefault(label, set()).add(" ".join(tokens))
+
+    def __len__(self) -> int:
+        return sum(len(names) for names in self._names.values())
+
+    @property
+    def labels(self) -> Tuple[str, ...]:
+        return tuple(sorted(self._names))
+
+    def pairs(self) -> List[Tuple[str, str]]:
+        """(label, wording), sorted: what :func:`grow_names_tsv` writes."""
+        return [(label, name) for label in self.labels for name in sorted(self._names[label])]
+
+    def _longest(self, doc: Doc, lower: Sequence[str], ents: Sequence[Span], owner: Dict[int, int], n: int
+                 ) -> Union[Span, None]:
+        ent = ents[n]
+        names = self._names.get(ent.label_)
+        if not names:
+            return None
+        best = None
+        for start in range(ent.start, max(-1, ent.start - MAX_ADDED - 1), -1):
+            if start < ent.start and not addable(doc[start]):
+                break
+            if start < ent.start and not good_edge(doc[start]):
+                continue
+            for end in range(ent.end, min(len(doc), ent.end + MAX_ADDED) + 1):
+                if end > ent.end and not addable(doc[end - 1]):
+                    break
+                if end - start > MAX_TOKENS:
+                    break
+                if (start, end) == (ent.start, ent.end) or end > ent.end and not good_edge(doc[end - 1]):
+                    continue
+                if best is not None and end - start <= best[1] - best[0]:
+                    continue
+                covered = {owner[i] for i in range(start, end) if i in owner}
+                if any(ents[m].label_ != ent.label_ or ents[m].start < start or ents[m].end > end for m in covered):
+                    continue
+                if " ".join(lower[start:end]) in names:
+                    best = (start, end)
+        return Span(doc, best[0], best[1], label=ent.label_) if best else None
+
+    def grow(self, doc: Doc, ents: Sequence[Span]) -> List[Span]:
+        """``ents`` with each entity that lies inside a longer name of its label replaced by that name
+        (see the module); the others as they are."""
+        if not self._names or not ents:
+            return list(ents)
+        lower = [t.lower_ for t in doc]
+        owner = {i: n for n, ent in enumerate(ents) for i in range(ent.start, ent.end)}
+        grown = filter_spans([s for n in range(len(ents)) if (s := self._longest(doc, lower, ents, owner, n))])
+        if not grown:
+            return list(ents)
+        replaced = {owner[i] for span in grown for i in range(span.start, span.end) if i in owner}
+        return sorted([e for n, e in enumerate(ents) if n not in replaced] + grown, key=lambda s: s.start)
+
+
+def read_grow_names(path: Union[str, Path]) -> NameGrowth:
+    """The ``LABEL<TAB>tokens`` lines of a names file, gzip or plain, as the gazetteer's file is read
+    (each label's lines in one block are split with string methods: the default's 39,000 names take
+    about 10 ms)."""
+    from spacy_sapbert.ner.gazetteer import label_names_from_text
+    from spacy_sapbert.util.textfile import read_text
+
+    names = label_names_from_text(read_text(path), path)
+    for label, wordings in names.items():
+        joined = "\n".join(wordings)
+        if not joined.islower() or "  " in joined or " \n" in joined or "\n " in joined or \
+                joined[:1] == " " or joined[-1:] == " ":  # as written by hand: compared as the tokens are
+            names[label] = {" ".join(w.lower().split()) for w in wordings}
+    growth = NameGrowth()
+    growth._names = {label.strip(): wordings for label, wordings in names.items()}
+    return growth
+
+
+def write_grow_names(path: Union[str, Path], growth: NameGrowth) -> Path:
+    """Write a names file (gzip), as :func:`read_grow_names` reads it."""
+    import gzip
+
+    from spacy_sapbert.util.atomic import atomic_write_bytes
+
+    atomic_write_bytes(path, gzip.compress(grow_names_tsv(growth).encode("utf-8"), compresslevel=9, mtime=0))
+    return Path(path)
+
+
+def grow_names_tsv(growth: NameGrowth) -> str:
+    """The text of a names file, as :func:`read_grow_names` reads it (no header: the gazetteer's format)."""
+    return "".join(f"{label}\t{name}\n" for label, name in growth.pairs())
+
+
+def kb_grow_names(concepts: Iterable, label_to_types: Dict[str, Sequence[str]], labels: Sequence[str],
+                  tokenize) -> NameGrowth:
+    """The names of the KB ``concepts`` of ``labels`` (through ``label_to_types``), cut by ``tokenize``
+    (the pipeline's ``make_doc``): those of 2 to :data:`MAX_TOKENS` tokens, each a word (a letter or a
+    digit in it) or a hyphen."""
+    from spacy_sapbert.ner.gazetteer import kb_label_names
+
+    wanted = {label: label_to_types[label] for label in labels}
+    pairs = []
+    for label, name in kb_label_names(concepts, wanted):
+        tokens = [t.lower_ for t in tokenize(name)]
+        if 2 <= len(tokens) <= MAX_TOKENS and all(t == "-" or any(ch.isalnum() for ch in t) for t in tokens):
+            pairs.append((label, " ".join(tokens)))
+    return NameGrowth(pairs)
+
+
+__all__ = ["NameGrowth", "read_grow_names", "grow_names_tsv", "write_grow_names", "kb_grow_names", "FILE_NAME", "MAX_TOKENS",
+           "MAX_ADDED"]
