@@ -96,10 +96,10 @@ class Gazetteer:
     def from_disk(cls, folder: PathLike) -> "Gazetteer":
         """Read ``gazetteer.tsv.gz``: the lines of each label as one block, split with string methods
         (as :meth:`to_disk` writes them), or else line by line, a bad line reported with its number."""
+        from spacy_sapbert.util.textfile import read_text
+
         path = Path(folder) / FILE_NAME
-        with gzip.open(path, "rt", encoding="utf8") as handle:
-            text = handle.read()
-        joined = label_names_from_text(text, path)
+        joined = label_names_from_text(read_text(path), path)
         gazetteer = cls.__new__(cls)
         gazetteer._set_names(joined)
         return gazetteer
@@ -126,6 +126,8 @@ def label_names_from_text(text: str, path: PathLike) -> Dict[str, Set[str]]:
     """The names per label of a ``LABEL<TAB>tok tok`` file's text (the gazetteer's, the dictionary pipe's
     grow names): split with string methods when each label's lines come in one block, as both writers
     write them, else line by line, a bad line reported with its number."""
+    if "\r" in text:  # written on Windows
+        text = text.replace("\r\n", "\n")
     joined = _label_blocks(text)
     return joined if joined is not None else _label_lines(text, Path(path))
 

@@ -17,9 +17,9 @@ are left alone in the embedded default (BC5CDR's annotators tag "calcium" in "ca
 which the KB lists whole). Measured on BC5CDR dev and NCBI in docs/ner.md.
 
 File (``grow_names.tsv.gz`` in the ``dictionary_entities`` folder): ``LABEL<TAB>lower-case tokens``
-per line, the tokens as the pipeline's tokenizer cuts the name, joined by single spaces. Names with
-punctuation other than hyphens ("epilepsy , generalized") are left out when it is built: an entity
-seldom holds the punctuation, and growing never adds it.
+per line, the tokens as the pipeline's tokenizer cuts the name ("open - angle glaucoma"), joined by
+single spaces. When it is built, a name with a punctuation token ("epilepsy , generalized") is left
+out: growing never adds one, and an entity seldom holds one.
 """
 from __future__ import annotations
 
@@ -117,18 +117,18 @@ class NameGrowth:
 def read_grow_names(path: Union[str, Path]) -> NameGrowth:
     """The ``LABEL<TAB>tokens`` lines of a names file, gzip or plain, as the gazetteer's file is read
     (each label's lines in one block are split with string methods: the default's 39,000 names take
-    about 10 ms)."""
+    about 50 ms). Names are kept as :meth:`NameGrowth.add` keeps them (2 to :data:`MAX_TOKENS` tokens)."""
     from spacy_sapbert.ner.gazetteer import label_names_from_text
     from spacy_sapbert.util.textfile import read_text
 
-    names = label_names_from_text(read_text(path), path)
-    for label, wordings in names.items():
+    growth = NameGrowth()
+    for label, wordings in label_names_from_text(read_text(path), path).items():
         joined = "\n".join(wordings)
         if not joined.islower() or "  " in joined or " \n" in joined or "\n " in joined or \
                 joined[:1] == " " or joined[-1:] == " ":  # as written by hand: compared as the tokens are
-            names[label] = {" ".join(w.lower().split()) for w in wordings}
-    growth = NameGrowth()
-    growth._names = {label.strip(): wordings for label, wordings in names.items()}
+            wordings = {" ".join(w.lower().split()) for w in wordings}
+        kept = {w for w in wordings if 1 <= w.count(" ") < MAX_TOKENS}
+        growth._names.setdefault(label.strip(), set()).update(kept)
     return growth
 
 

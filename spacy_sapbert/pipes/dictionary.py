@@ -21,7 +21,7 @@ listed wordings are added. They are many (12,053 in the embedded default) and on
 so they are kept as text, ``LABEL<TAB>lower-case tokens`` per line (``exclusions.tsv``), which reads in
 a hundredth of a second where the JSON patterns took 0.2 s; a package without the file has none.
 
-Third, KB names an entity grows to (``grow_names.tsv``, :mod:`spacy_sapbert.ner.name_growth`): a NER
+Third, KB names an entity grows to (``grow_names.tsv.gz``, :mod:`spacy_sapbert.ner.name_growth`): a NER
 entity inside a longer name of its label, only words added, becomes that name ("secondary
 hyperparathyroidism" over "hyperparathyroidism"). The order is: exclusions, growth, listed wordings.
 """
@@ -120,7 +120,9 @@ def read_patterns(path: Union[str, Path]) -> List[Pattern]:
 
 class DictionaryEntities:
     """Adds an entity for each listed wording that overlaps none of ``doc.ents``; with ``extend``,
-    also one that covers entities whole and is longer ("high blood pressure" over a NER's "high")."""
+    also one that covers entities whole and is longer ("high blood pressure" over a NER's "high").
+    Before that it removes the excluded wordings' entities and grows entities to the KB names they
+    lie in (see the module's docstring)."""
 
     def __init__(self, nlp: Language, name: str = "dictionary_entities", extend: bool = False) -> None:
         self.name = name

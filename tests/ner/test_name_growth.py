@@ -101,6 +101,10 @@ def test_a_bad_names_file_is_named_by_file_and_line(tmp_path):
     path.write_text("DISEASE\tmigraine with aura\nDISEASE migraine\n", encoding="utf-8")
     with pytest.raises(InputError, match=r"grow.tsv:2.*LABEL<TAB>"):
         read_grow_names(path)
+    # written on Windows, a label spelt with a space: the same names
+    path.write_bytes(b"DISEASE\tmigraine with aura\r\nDISEASE \tsecondary hyperparathyroidism\r\n")
+    assert read_grow_names(path).pairs() == [("DISEASE", "migraine with aura"),
+                                              ("DISEASE", "secondary hyperparathyroidism")]
     # written by hand: upper case and extra spaces are compared as the tokens are
     path.write_text("DISEASE\tMigraine  with aura\nCHEMICAL\tcalcium channel\n", encoding="utf-8")
     assert read_grow_names(path).pairs() == [("CHEMICAL", "calcium channel"), ("DISEASE", "migraine with aura")]

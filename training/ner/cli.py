@@ -199,8 +199,8 @@ def ner_dictionary(
     from spacy_sapbert.default import DEFAULT_PIPELINE
 
     from ..corpora import check_corpora_and_output
-    from .dictionary import (annotated, annotator_exclusions, dictionary_patterns, write_exclusions,
-                             write_kb_grow_names, write_patterns)
+    from .dictionary import (annotated, annotator_exclusions, dictionary_patterns, linker_label_types,
+                             write_exclusions, write_kb_grow_names, write_patterns)
 
     with exit_on_input_error():
         check_corpora_and_output(corpora, output, overwrite)
@@ -214,6 +214,7 @@ def ner_dictionary(
             if not 0 < max_rate < 1:
                 raise InputError(f"must be between 0 and 1, got {max_rate}", field="--max-rate")
         source = pipeline or DEFAULT_PIPELINE
+        label_types = linker_label_types(Path(source), grow_label) if grow_names is not None else {}
         nlp = spacy.load(source, exclude=spacy.util.load_config(Path(source) / "config.cfg")["nlp"]["pipeline"])
         read = annotated(nlp, corpora)  # tokenised once for both lists
         patterns, report = dictionary_patterns(nlp, corpora, min_rate=min_rate, min_count=min_count, read=read)
@@ -223,7 +224,7 @@ def ner_dictionary(
                                                                   min_seen=min_seen, read=read)
             write_exclusions(exclusions, excluded)
         if grow_names is not None:
-            report["grow_names"] = write_kb_grow_names(grow_names, kb, Path(source), grow_label, nlp.make_doc)
+            report["grow_names"] = write_kb_grow_names(grow_names, kb, label_types, nlp.make_doc)
     typer.echo(json.dumps(report, indent=1))
 
 

@@ -155,15 +155,12 @@ def write_exclusions(path: Path, exclusions: Sequence[Tuple[str, str]]) -> None:
     atomic_write_text(path, exclusions_tsv(exclusions))
 
 
-def write_kb_grow_names(path: Path, kb_file: Path, pipeline: Path, labels: Sequence[str], tokenize: Any
-                        ) -> Dict[str, object]:
-    """Write the names of the KB concepts of ``labels`` (their KB types from ``pipeline``'s linker
-    settings, ``label_to_types``) that an entity may grow to (:mod:`spacy_sapbert.ner.name_growth`)."""
+def linker_label_types(pipeline: Path, labels: Sequence[str]) -> Dict[str, Sequence[str]]:
+    """The KB types of each of ``labels`` in ``pipeline``'s linker settings (``label_to_types``); an
+    :class:`InputError` naming the config when a label has none."""
     from spacy.util import load_config
 
     from spacy_sapbert.errors import InputError
-    from spacy_sapbert.kb.knowledge_base import KnowledgeBase
-    from spacy_sapbert.ner.name_growth import kb_grow_names, write_grow_names
 
     config = load_config(pipeline / "config.cfg")
     linker = next((c for c in config["components"].values() if c.get("factory") == "sapbert_linker"), None)
@@ -172,10 +169,24 @@ def write_kb_grow_names(path: Path, kb_file: Path, pipeline: Path, labels: Seque
         if label not in label_to_types:
             raise InputError(f"no KB types for {label!r} in the linker's label_to_types ({sorted(label_to_types)})",
                              pipeline / "config.cfg", field="--grow-label")
-    growth = kb_grow_names(KnowledgeBase.from_jsonl(kb_file), label_to_types, labels, tokenize)
+    return {label: label_to_types[label] for label in labels}
+
+
+def write_kb_grow_names(path: Path, kb_file: Path, label_types: Dict[str, Sequence[str]], tokenize: Any
+                        ) -> Dict[str, object]:
+    """Write the names of the KB concepts of the labels in ``label_types`` (from :func:`linker_label_types`)
+    that an entity may grow to (:mod:`spacy_sapbert.ner.name_growth`); none is an error."""
+    from spacy_sapbert.errors import InputError
+    from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+    from spacy_sapbert.ner.name_growth import kb_grow_names, write_grow_names
+
+    growth = kb_grow_names(KnowledgeBase.from_jsonl(kb_file), label_types, list(label_types), tokenize)
+    if not len(growth):
+        raise InputError(f"no name of 2 or more word tokens among the concepts of types {dict(label_types)}",
+                         kb_file, field="--kb")
     write_grow_names(path, growth)
-    return {"kb": str(kb_file), "labels": list(labels), "names": len(growth), "output": str(path)}
+    return {"kb": str(kb_file), "labels": list(label_types), "names": len(growth), "output": str(path)}
 
 
 __all__ = ["annotated", "dictionary_patterns", "annotator_exclusions", "write_patterns", "write_exclusions",
-           "write_kb_grow_names", "MIN_CHARACTERS"]
+           "linker_label_types", "write_kb_grow_names", "MIN_CHARACTERS"]

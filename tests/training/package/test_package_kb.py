@@ -199,3 +199,23 @@ def test_annotation_commands_write_new_files_from_the_training_mentions_and_neve
     assert written and all(label in ("CHEMICAL", "DISEASE") for label, _ in written)
     again = CliRunner().invoke(_app(), args[:3] + [str(tmp_path / "p3.jsonl")] + args[4:])
     assert again.exit_code == 2 and "--exclusions" in again.output and not (tmp_path / "p3.jsonl").exists()
+    # --grow-names: the KB's names of the label's types, cut by the pipeline's tokenizer; a label the linker
+    # has no types for is refused before anything is read or written
+    grow = tmp_path / "grow.tsv.gz"
+    bad = CliRunner().invoke(_app(), ["ner-dictionary", str(TRAIN), "-o", str(tmp_path / "p4.jsonl"),
+                                      "--grow-names", str(grow), "--kb", str(KB), "--grow-label", "GENE"])
+    assert bad.exit_code == 2 and "GENE" in bad.output, bad.output
+    assert not (tmp_path / "p4.jsonl").exists() and not grow.exists()
+    untyped = CliRunner().invoke(_app(), ["ner-dictionary", str(TRAIN), "-o", str(tmp_path / "p4.jsonl"),
+                                          "--grow-names", str(grow), "--kb", str(KB), "--overwrite"])
+    assert untyped.exit_code == 2 and "no name of 2 or more word tokens" in untyped.output  # the fixture has no types
+    typed = tmp_path / "typed.jsonl"
+    typed.write_text("".join(line.replace('"types": []', '"types": ["Disease"]') for line in KB.open()), encoding="utf-8")
+    good = CliRunner().invoke(_app(), ["ner-dictionary", str(TRAIN), "-o", str(tmp_path / "p4.jsonl"),
+                                       "--grow-names", str(grow), "--kb", str(typed), "--overwrite"])
+    assert good.exit_code == 0, good.output
+    from spacy_sapbert.ner.name_growth import read_grow_names
+
+    grown = read_grow_names(grow)
+    assert grown.labels == ("DISEASE",) and len(grown) == json.loads(good.stdout)["grow_names"]["names"] > 0
+    assert all(" " in name for _, name in grown.pairs())
