@@ -147,3 +147,13 @@ def test_sapbert_calibrate_fits_on_gold_spans_and_writes_a_new_pipeline(tiny_ber
                                      "--min-precision", "0.5", "--report", str(tmp_path / "r3.json")])
     assert third.exit_code == 0, third.output
     assert 0.1234 in [row["threshold"] for row in json.loads((tmp_path / "r3.json").read_text())["reliability"]]
+    # and a label's own threshold, what that label's spans keep at it
+    loaded_nlp.get_pipe("sapbert_linker").label_thresholds = {"CHEMICAL": 0.99}
+    loaded_nlp.to_disk(tmp_path / "calibrated-chem")
+    fourth = CliRunner().invoke(app, ["calibrate", str(corpus), "--pipeline", str(tmp_path / "calibrated-chem"),
+                                      "--min-precision", "0.5", "--report", str(tmp_path / "r4.json")])
+    assert fourth.exit_code == 0, fourth.output
+    by_label = json.loads((tmp_path / "r4.json").read_text())["by_label"]
+    assert by_label["CHEMICAL"]["at_own_threshold"]["threshold"] == 0.99
+    assert by_label["CHEMICAL"]["at_own_threshold"]["coverage"] <= by_label["CHEMICAL"]["coverage"]
+    assert "at_own_threshold" not in by_label["DISEASE"]

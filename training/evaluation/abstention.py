@@ -15,7 +15,7 @@ import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -130,9 +130,12 @@ def cross_validated(spans: Sequence[LinkedSpan], min_precision: float, folds: in
 
 
 def fit_and_report(spans: Sequence[LinkedSpan], min_precision: float, fitted_on: str,
-                   also_at: Sequence[float] = ()) -> Tuple[Calibration, Dict[str, Any]]:
+                   also_at: Sequence[float] = (), label_thresholds: Optional[Mapping[str, float]] = None
+                   ) -> Tuple[Calibration, Dict[str, Any]]:
     """The calibration, its threshold for ``min_precision`` and what they cost, as a JSON-ready report;
-    the reliability curve also has a row for each of ``also_at`` (the pipeline's own threshold, say)."""
+    the reliability curve also has a row for each of ``also_at`` (the pipeline's own threshold, say), and
+    a label in ``label_thresholds`` (the pipeline's own per-label thresholds) gets what its spans keep at
+    its threshold beside what they keep at the fitted one (``by_label[label]["at_own_threshold"]``)."""
     x, y = features(spans)
     calibration = fit_calibration(x, y, fitted_on=fitted_on)
     probabilities = calibration.probabilities_of(x)
@@ -154,6 +157,11 @@ def fit_and_report(spans: Sequence[LinkedSpan], min_precision: float, fitted_on:
         "by_label": {label: _label_summary([s for s in spans if s.label == label], calibration, threshold)
                      for label in sorted({s.label for s in spans})},
     }
+    for label, own in (label_thresholds or {}).items():
+        if label in report["by_label"]:
+            summary = _label_summary([s for s in spans if s.label == label], calibration, own)
+            report["by_label"][label]["at_own_threshold"] = {"threshold": own, "coverage": summary["coverage"],
+                                                             "precision": summary["precision"]}
     return calibration, report
 
 

@@ -39,10 +39,13 @@ def calibrate_command(
         nlp = load_pipeline(pipeline, None)
         linker = nlp.get_pipe("sapbert_linker")
         # a calibrated pipeline's own threshold gets its row in the curve: what it keeps as it is
-        configured = [linker.threshold] if linker.threshold is not None and linker.calibration is not None else []
+        # (and each label's own threshold, a row of that label's spans)
+        calibrated = linker.calibration is not None
+        configured = [linker.threshold] if linker.threshold is not None and calibrated else []
+        own = {k: v for k, v in (linker.label_thresholds or {}).items() if v is not None} if calibrated else {}
         spans = link_gold_spans(nlp, corpus)
         calibration, result = fit_and_report(spans, min_precision, f"{corpus.name}: {len(spans)} gold spans",
-                                             also_at=configured)
+                                             also_at=configured, label_thresholds=own)
         result["pipeline"] = pipeline
         report.parent.mkdir(parents=True, exist_ok=True)
         report.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
