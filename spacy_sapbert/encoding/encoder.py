@@ -73,6 +73,10 @@ class Encoder:
             assert isinstance(location, Path)
             check_model_folder(location, native_config)  # a missing tokenizer or cut weights: one error, not [UNK] links
             self.model, self.tokenizer, limit = load_native(location, native_config)
+            from spacy_sapbert.encoding.bert import keep_word_table_as_stored
+
+            # inference only: the table as the file stores it (the same outputs, 23 MB less for the default)
+            keep_word_table_as_stored(self.model, str(settings.get("weights_dtype", "float32")))
         else:  # the config only: settings and device are checked before the weights load
             config = read_transformers_config(location, self.source)  # "not an encoder" comes first
             if isinstance(location, Path):

@@ -150,8 +150,9 @@ def load(folder: PathLike, word_embeddings: Optional[torch.Tensor] = None, table
             raise ValueError(f"{folder / SETTINGS_FILE}: the word-piece table is shared with the "
                              f"{shared['from']!r} pipe's encoder, and " +
                              ("none was given" if word_embeddings is None else "the one given differs"))
-        # the table itself, not a copy: the NER and the linker's encoder hold one 30k x 384 tensor
-        state[f"encoder.{WORD_EMBEDDINGS}"] = word_embeddings.detach().float().cpu()
+        # the table itself, not a copy: the NER and the linker's encoder hold one 30k x 384 tensor, in the
+        # precision the encoder keeps it (float16 as stored: bert.keep_word_table_as_stored)
+        state[f"encoder.{WORD_EMBEDDINGS}"] = word_embeddings.detach().cpu()
     missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
     if missing or unexpected:
         raise ValueError(f"{folder / bert.WEIGHTS_FILE}: not a tagger state dict (missing {missing[:5]}, "
