@@ -100,17 +100,15 @@ class _Embeddings(nn.Module):
         return self.LayerNorm(x)
 
 
-def keep_word_table_as_stored(model: "BertEncoder", stored: str) -> bool:
+def keep_word_table_as_stored(model: "BertEncoder", stored: str) -> None:
     """Keep an inference model's word-piece table (30,522 × 384: 47 MB in float32) in the half precision
     its file stores (``stored``: ``float16`` or ``bfloat16``; nothing is done otherwise), frozen. The
     rows a batch looks up are widened to the other weights' precision in the forward pass, so every
     output is the same to the bit (half → float32 is exact) and 23 MB stay free; a model that is
-    trained is loaded without this. True when the table was narrowed."""
-    if stored not in ("float16", "bfloat16"):
-        return False
-    table = model.embeddings.word_embeddings
-    table.weight = nn.Parameter(table.weight.detach().to(getattr(torch, stored)), requires_grad=False)
-    return True
+    trained is loaded without this."""
+    if stored in ("float16", "bfloat16"):
+        table = model.embeddings.word_embeddings
+        table.weight = nn.Parameter(table.weight.detach().to(getattr(torch, stored)), requires_grad=False)
 
 
 class _SelfAttention(nn.Module):

@@ -24,7 +24,7 @@ out: growing never adds one, and an entity seldom holds one.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, Iterable, List, Sequence, Set, Tuple, Union
+from typing import Dict, Iterable, List, Mapping, Sequence, Set, Tuple, Union
 
 from spacy.tokens import Doc, Span
 from spacy.util import filter_spans
@@ -56,10 +56,21 @@ class NameGrowth:
         self.add(names)
 
     def add(self, names: Iterable[Tuple[str, str]]) -> None:
+        """(label, name) pairs, the name's tokens joined by spaces."""
+        by_label: Dict[str, List[str]] = {}
         for label, wording in names:
-            tokens = wording.split()
-            if len(tokens) >= 2 and len(tokens) <= MAX_TOKENS:
-                self._names.setdefault(label, set()).add(" ".join(tokens))
+            by_label.setdefault(label, []).append(wording)
+        for label, wordings in by_label.items():
+            self.add_label(label, wordings)
+
+    def add_label(self, label: str, wordings: Iterable[str]) -> None:
+        """Names of one label: kept with single spaces between tokens, those of 2 to :data:`MAX_TOKENS` tokens.
+        Names already so (a file this module wrote: 39,000 for the default) are checked all at once, as
+        one string, instead of one by one."""
+        text = "\0".join(wordings)
+        if any(odd in text for odd in ("  ", "\t", "\n", "\r", "\0 ", " \0")) or text[:1] == " " or text[-1:] == " ":
+            text = "\0".join(" ".join(wording.split()) for wording in text.split("\0"))
+        self._names.setdefault(label, set()).update(n for n in text.split("\0") if 1 <= n.count(" ") < MAX_TOKENS)
 
     def __len__(self) -> int:
         return sum(len(names) for names in self._names.values())
@@ -116,19 +127,14 @@ class NameGrowth:
 
 def read_grow_names(path: Union[str, Path]) -> NameGrowth:
     """The ``LABEL<TAB>tokens`` lines of a names file, gzip or plain, as the gazetteer's file is read
-    (each label's lines in one block are split with string methods: the default's 39,000 names take
-    about 50 ms). Names are kept as :meth:`NameGrowth.add` keeps them (2 to :data:`MAX_TOKENS` tokens)."""
+    (each label's lines in one block are split with string methods), each name kept as
+    :meth:`NameGrowth.add` keeps them."""
     from spacy_sapbert.ner.gazetteer import label_names_from_text
     from spacy_sapbert.util.textfile import read_text
 
     growth = NameGrowth()
     for label, wordings in label_names_from_text(read_text(path), path).items():
-        joined = "\n".join(wordings)
-        if not joined.islower() or "  " in joined or " \n" in joined or "\n " in joined or \
-                joined[:1] == " " or joined[-1:] == " ":  # as written by hand: compared as the tokens are
-            wordings = {" ".join(w.lower().split()) for w in wordings}
-        kept = {w for w in wordings if 1 <= w.count(" ") < MAX_TOKENS}
-        growth._names.setdefault(label.strip(), set()).update(kept)
+        growth.add_label(label.strip(), "\0".join(wordings).lower().split("\0"))
     return growth
 
 
@@ -147,16 +153,14 @@ def grow_names_tsv(growth: NameGrowth) -> str:
     return "".join(f"{label}\t{name}\n" for label, name in growth.pairs())
 
 
-def kb_grow_names(concepts: Iterable, label_to_types: Dict[str, Sequence[str]], labels: Sequence[str],
-                  tokenize) -> NameGrowth:
-    """The names of the KB ``concepts`` of ``labels`` (through ``label_to_types``), cut by ``tokenize``
-    (the pipeline's ``make_doc``): those of 2 to :data:`MAX_TOKENS` tokens, each a word (a letter or a
-    digit in it) or a hyphen."""
+def kb_grow_names(concepts: Iterable, label_types: Mapping[str, Sequence[str]], tokenize) -> NameGrowth:
+    """The names of the KB ``concepts`` whose types ``label_types`` maps to a label (label → KB types),
+    cut by ``tokenize`` (the pipeline's ``make_doc``): those of 2 to :data:`MAX_TOKENS` tokens, each a
+    word (a letter or a digit in it) or a hyphen."""
     from spacy_sapbert.ner.gazetteer import kb_label_names
 
-    wanted = {label: label_to_types[label] for label in labels}
     pairs = []
-    for label, name in kb_label_names(concepts, wanted):
+    for label, name in kb_label_names(concepts, label_types):
         tokens = [t.lower_ for t in tokenize(name)]
         if 2 <= len(tokens) <= MAX_TOKENS and all(t == "-" or any(ch.isalnum() for ch in t) for t in tokens):
             pairs.append((label, " ".join(tokens)))

@@ -89,8 +89,7 @@ def test_kb_names_of_a_label_are_cut_by_the_tokenizer_and_punctuated_ones_left_o
     concepts = [Concept("D1", "Migraine with Aura", ["Epilepsy, Generalized", "aura"], ["Disease"]),
                 Concept("D2", "Open-angle glaucoma", [], ["Phenotype"]),
                 Concept("C1", "calcium channel", [], ["Chemical"])]
-    growth = kb_grow_names(concepts, {"DISEASE": ["Disease", "Phenotype"], "CHEMICAL": ["Chemical"]}, ["DISEASE"],
-                           nlp.make_doc)
+    growth = kb_grow_names(concepts, {"DISEASE": ["Disease", "Phenotype"]}, nlp.make_doc)
     assert growth.pairs() == [("DISEASE", "migraine with aura"), ("DISEASE", "open - angle glaucoma")]
     path = write_grow_names(tmp_path / "g.tsv.gz", growth)
     assert read_grow_names(path).pairs() == growth.pairs()

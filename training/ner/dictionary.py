@@ -156,15 +156,18 @@ def write_exclusions(path: Path, exclusions: Sequence[Tuple[str, str]]) -> None:
 
 
 def linker_label_types(pipeline: Path, labels: Sequence[str]) -> Dict[str, Sequence[str]]:
-    """The KB types of each of ``labels`` in ``pipeline``'s linker settings (``label_to_types``); an
-    :class:`InputError` naming the config when a label has none."""
+    """The KB types of each of ``labels`` in ``pipeline``'s linker settings (``label_to_types``, the
+    factory's default where the config or the pipeline has none); an :class:`InputError` naming the config
+    when a label has no types (``label_to_types = null`` gives none)."""
     from spacy.util import load_config
 
     from spacy_sapbert.errors import InputError
 
+    from spacy_sapbert.linking.settings import DEFAULT_LABEL_TO_TYPES
+
     config = load_config(pipeline / "config.cfg")
-    linker = next((c for c in config["components"].values() if c.get("factory") == "sapbert_linker"), None)
-    label_to_types = dict((linker or {}).get("label_to_types") or {})
+    linker = next((c for c in config["components"].values() if c.get("factory") == "sapbert_linker"), {})
+    label_to_types = dict(linker.get("label_to_types", DEFAULT_LABEL_TO_TYPES) or {})  # absent: the factory's
     for label in labels:
         if label not in label_to_types:
             raise InputError(f"no KB types for {label!r} in the linker's label_to_types ({sorted(label_to_types)})",
@@ -180,7 +183,7 @@ def write_kb_grow_names(path: Path, kb_file: Path, label_types: Dict[str, Sequen
     from spacy_sapbert.kb.knowledge_base import KnowledgeBase
     from spacy_sapbert.ner.name_growth import kb_grow_names, write_grow_names
 
-    growth = kb_grow_names(KnowledgeBase.from_jsonl(kb_file), label_types, list(label_types), tokenize)
+    growth = kb_grow_names(KnowledgeBase.from_jsonl(kb_file), label_types, tokenize)
     if not len(growth):
         raise InputError(f"no name of 2 or more word tokens among the concepts of types {dict(label_types)}",
                          kb_file, field="--kb")

@@ -74,3 +74,15 @@ def test_exclusions_are_frequent_wordings_annotators_seldom_tag_with_a_label(tmp
                    for _, w in found)
     assert ("DISEASE", "acute fever") not in found  # seen once (the other overlaps a gold span)
     assert report["exclusions"] == len(patterns) and report["max_rate"] == 0.1
+
+
+def test_grow_label_types_come_from_the_linker_or_else_its_factory_default(tmp_path):
+    import pytest
+
+    from spacy_sapbert.errors import InputError
+    from spacy_sapbert.training.ner.dictionary import linker_label_types
+
+    spacy.blank("en").to_disk(tmp_path / "no-linker")
+    assert linker_label_types(tmp_path / "no-linker", ["DISEASE"]) == {"DISEASE": ["Disease", "Phenotype"]}
+    with pytest.raises(InputError, match="GENE"):
+        linker_label_types(tmp_path / "no-linker", ["GENE"])
