@@ -10,6 +10,7 @@ import typer
 
 from spacy_sapbert.cli.options import DeviceOption, KbOption, ModelOption, PrecisionOption
 from spacy_sapbert.default import DEFAULT_MODEL
+from spacy_sapbert.encoding.encoder import DEFAULT_BATCH_SIZE
 from spacy_sapbert.errors import InputError, exit_on_input_error
 
 PARAM_HELP = ("KEY=INT index parameter, repeatable: hnsw_m, ef_construction, ef_search (hnsw); nlist, nprobe, pq_m, "
@@ -23,7 +24,7 @@ def index_build(  # a typer signature: one parameter per option, longer than the
     kind: str = typer.Option("flat", "--kind", help="flat (exact), hnsw, ivfpq or pq (compact)."),
     pooling: Optional[str] = typer.Option(None, "--pooling", help="cls or mean (default: the model folder's)."),
     max_length: Optional[int] = typer.Option(None, "--max-length", help="Tokens per name (default 25)."),
-    batch_size: int = typer.Option(256, "--batch-size", help="Names per forward pass."),
+    batch_size: int = typer.Option(DEFAULT_BATCH_SIZE, "--batch-size", help="Names per forward pass."),
     device: DeviceOption = None,
     precision: PrecisionOption = "auto",
     param: List[str] = typer.Option([], "--param", help=PARAM_HELP),

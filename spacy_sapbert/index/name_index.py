@@ -21,8 +21,9 @@ from spacy_sapbert.encoding.encoder import Encoder
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.index.files import (FORMAT_VERSION, INDEX_FILE, MANIFEST, RERANK_FILE, IndexFiles, check_save_target,
                           is_index_folder, read_index_folder, write_index_folder)
-from spacy_sapbert.index.kinds import (INDEX_KINDS, RowFilter, check_kind, configure_search, filtered_search, make_faiss_index,
-                          plain_search, promote_rows, rerank_exact)
+from spacy_sapbert.index.kinds import (INDEX_KINDS, check_kind, configure_search, make_faiss_index, plain_search,
+                                      promote_rows, rerank_exact)
+from spacy_sapbert.index.row_filter import RowFilter, filtered_search
 from spacy_sapbert.index.tables import Tables, kb_tables, tables_of
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 
@@ -226,6 +227,19 @@ class NameIndex:
             starts = np.searchsorted(table[order, 0], np.arange(len(names) + 1))
             self._rows_of_name = {name: order[starts[i]:starts[i + 1]] for i, name in enumerate(names)}
         return self._rows_of_name
+
+    def stored_name_vectors(self, texts: Sequence[str]) -> Tuple[List[int], np.ndarray]:
+        """Of ``texts`` (normalised), the positions of those that are names of this index and their
+        vectors as stored, when the index keeps them exactly (flat, HNSW; else none): the vector a
+        name was indexed with is its encoding, so a mention that is a KB name need not be encoded
+        again (the same numbers but for the last bits a different batch gives)."""
+        if self.kind not in ("flat", "hnsw") or not texts:
+            return [], np.zeros((0, self.dim), dtype=np.float32)
+        rows_of_name = self._name_rows()
+        positions = [i for i, text in enumerate(texts) if len(rows_of_name.get(text, ()))]
+        rows = np.array([rows_of_name[texts[i]][0] for i in positions], dtype=np.int64)
+        vectors = self.index.reconstruct_batch(rows) if len(rows) else np.zeros((0, self.dim), dtype=np.float32)
+        return positions, np.asarray(vectors, dtype=np.float32)
 
     def concepts_named(self, name: str) -> List[str]:
         """The concepts that have ``name`` (normalised, as the index stores names) as one of theirs."""

@@ -20,6 +20,8 @@ import logging
 from collections import OrderedDict
 from typing import Any, Callable, Collection, Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
+
 from spacy_sapbert.encoding.encoder import Encoder
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.index.exact_rescore import NameVectors, rescore_near_best
@@ -219,7 +221,7 @@ class Linker:
             return found
         # One encoder call for every distinct text, then one search per type set.
         texts = list(dict.fromkeys(text for text, _ in missing))
-        vectors = self.encoder.encode(texts)
+        vectors = self._query_vectors(texts)
         position = {text: i for i, text in enumerate(texts)}
         groups: Dict[Optional[TypeSet], List[str]] = {}
         for text, types in missing:
@@ -235,6 +237,21 @@ class Linker:
                 found[(text, types)] = self._by_concept(row_scores, row_ids)
                 self._remember((text, types), found[(text, types)])
         return found
+
+    def _query_vectors(self, texts: List[str]) -> np.ndarray:
+        """The texts' vectors: a text that is a KB name takes the vector its index stores for it
+        (flat, HNSW: what encoding it gives), the others are encoded in one call. In running text
+        many mentions are KB names (of NCBI test's gold disease mentions, 58% are MEDIC names; 43% of the distinct ones)."""
+        positions, stored = self.index.stored_name_vectors(texts)
+        if not positions:
+            return self.encoder.encode(texts)
+        vectors = np.empty((len(texts), self.index.dim), dtype=np.float32)
+        vectors[positions] = stored
+        named = set(positions)
+        rest = [i for i in range(len(texts)) if i not in named]
+        if rest:
+            vectors[rest] = self.encoder.encode([texts[i] for i in rest])
+        return vectors
 
     def _by_concept(self, scores: Sequence[float], rows: Sequence[int]) -> Found:
         best: Dict[str, Tuple[float, int]] = {}

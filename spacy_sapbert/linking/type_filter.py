@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence
 
 from spacy_sapbert.errors import InputError
-from spacy_sapbert.index.kinds import RowFilter
+from spacy_sapbert.index.row_filter import RowFilter
 from spacy_sapbert.index.name_index import NameIndex
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 

@@ -200,4 +200,4 @@ def test_helpers_moved_out_of_the_encoder_are_still_importable_from_it():
     assert (read_settings, resolve_model_path, MINILM_ALIASES, SETTINGS_FILE) == (
         modelfiles.read_settings, modelfiles.resolve_model_path, modelfiles.MINILM_ALIASES, modelfiles.SETTINGS_FILE)
     assert (check_dtype, cpu_has_native_bf16) == (devices.check_dtype, devices.cpu_has_native_bf16)
-    assert DEFAULT_BATCH_SIZE == 256
+    assert DEFAULT_BATCH_SIZE == 64  # the fastest on two CPU cores (encoder.py)

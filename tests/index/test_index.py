@@ -341,3 +341,46 @@ def test_faiss_index_kinds_are_made_through_the_public_helper():
         make_faiss_index("lsh", 16, vectors, {})
     with pytest.raises(InputError, match="pq_m=5 must divide"):
         make_faiss_index("pq", 16, vectors, {"pq_m": 5})
+
+
+def test_flat_searches_go_through_blas_and_over_fetch_with_the_selectors_answers(flat, encoder):
+    import faiss
+
+    from spacy_sapbert.index.kinds import blas_distances
+    from spacy_sapbert.index.row_filter import FLAT_OVERFETCH_SHARE, RowFilter, filtered_search
+
+    queries = encoder.encode(["renal failure", "kidney trouble", "hcq", "breast tumour", "a b"] * 6)
+    before = faiss.cvar.distance_compute_blas_threshold
+    with blas_distances():
+        assert faiss.cvar.distance_compute_blas_threshold == 1
+    assert faiss.cvar.distance_compute_blas_threshold == before  # a user's setting is given back
+    rng = np.random.RandomState(0)
+    for share in (0.6, 0.3):  # both above FLAT_OVERFETCH_SHARE: over-fetched through BLAS
+        assert share >= FLAT_OVERFETCH_SHARE
+        rows = RowFilter(rng.rand(len(flat)) < share)
+        scores, found = filtered_search(flat.index, "flat", {}, queries, 4, rows)
+        params = faiss.SearchParameters(sel=rows.selector)
+        want_scores, want = flat.index.search(queries, 4, params=params)  # FAISS's own filtered search
+        assert rows.mask[found[found >= 0]].all()
+        assert np.allclose(scores, want_scores, atol=1e-6)
+        assert (found == want).mean() > 0.95  # equal scores (a name several concepts share) may swap rows
+
+
+def test_a_filtered_pq_search_scans_the_allowed_codes_alone_with_the_full_indexs_scores(flat, encoder):
+    from spacy_sapbert.index.row_filter import RowFilter, filtered_search, overfetch_search
+
+    pq = flat.convert("pq", pq_m=4, pq_bits=4)
+    queries = encoder.encode(["renal failure", "kidney trouble", "hcq", "breast tumour", "a b"])
+    rows = RowFilter(np.random.RandomState(0).rand(len(pq)) < 0.5)
+    scores, found = filtered_search(pq.index, "pq", {}, queries, 3, rows)
+    want_scores, _ = overfetch_search(pq.index, "pq", {}, queries, 3, rows)  # the whole index, allowed rows kept
+    assert np.array_equal(scores, want_scores)  # the same codes and tables: the same numbers
+    every_score, every_row = overfetch_search(pq.index, "pq", {}, queries, rows.count, rows)
+    for i in range(len(queries)):  # rows that tie may come in another order: each found row has its own score
+        own = dict(zip(every_row[i].tolist(), every_score[i].tolist()))
+        assert [own[row] for row in found[i].tolist()] == scores[i].tolist()
+    allowed, row_of = rows.pq_codes(pq.index)
+    assert allowed.ntotal == rows.count and list(row_of) == list(np.flatnonzero(rows.mask))
+    assert rows.pq_codes(pq.index)[0] is allowed  # made once per index
+    other = flat.convert("pq", pq_m=4, pq_bits=4)
+    assert rows.pq_codes(other.index)[0] is not allowed

@@ -1,6 +1,7 @@
 """Linker without spaCy: aggregation by concept, threshold, dedupe, LRU cache, bad mentions."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from spacy_sapbert.encoding.encoder import Encoder
@@ -78,7 +79,7 @@ def test_max_entities_and_threshold(counting, index):
 def test_identical_mentions_are_encoded_once_and_cached(counting, index):
     linker = make(counting, index, cache_size=10)
     first = linker.link(["HCQ", "hcq", "H.C.Q", "renal failure", "HCQ"])
-    assert counting.calls == [["hcq", "h c q", "renal failure"]]
+    assert counting.calls == [["h c q"]]  # "hcq" and "renal failure" are KB names: their stored vectors are used
     assert first[0] == first[1] == first[4]
     again = linker.link(["renal failure", "hcq", "breast tumour"])
     assert counting.calls[-1] == ["breast tumour"]  # the other two came from the cache
@@ -95,9 +96,24 @@ def test_cache_is_lru_and_can_be_off(counting, index):
     linker.link(["a a", "b b"])  # "b b" was least recently used when "c c" came in
     assert counting.calls == [["b b"]]
     off = make(counting, index, cache_size=0)
-    off.link(["renal failure"])
-    off.link(["renal failure"])
-    assert counting.calls[-2:] == [["renal failure"], ["renal failure"]]
+    off.link(["renal failures"])
+    off.link(["renal failures"])
+    assert counting.calls[-2:] == [["renal failures"], ["renal failures"]]
+
+
+def test_a_mention_that_is_a_kb_name_takes_the_stored_vector_and_links_as_encoded(counting, index, encoder):
+    names = ["renal failure", "hcq", "plaquenil"]
+    linker = make(counting, index, k=len(index), cache_size=0)
+    stored = linker.candidates(names + ["renal failures"])
+    assert counting.calls == [["renal failures"]]
+    positions, vectors = index.stored_name_vectors(names + ["renal failures"])
+    assert positions == [0, 1, 2]
+    assert np.allclose(vectors, encoder.encode(names), atol=1e-5)
+    scores, rows = index.search(encoder.encode(names), len(index), texts=names)
+    for i, name in enumerate(names):  # what encoding the mention would have given: same concepts, same order
+        assert [cid for cid, _ in stored[i]] == [cid for cid, _, _ in linker._by_concept(scores[i], rows[i])]
+    pq = index.convert("pq", pq_m=4, pq_bits=4)  # a compressed index keeps no exact vectors: mentions are encoded
+    assert pq.stored_name_vectors(names) == ([], pytest.approx(np.zeros((0, index.dim))))
 
 
 def test_bad_mentions_have_a_defined_result(counting, index):

@@ -12,7 +12,7 @@ import spacy
 from spacy_sapbert.encoding.encoder import Encoder
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.index.name_index import NameIndex
-from spacy_sapbert.index.kinds import RowFilter, filtered_search
+from spacy_sapbert.index.row_filter import RowFilter, filtered_search
 from spacy_sapbert.kb.knowledge_base import Concept, KnowledgeBase
 from spacy_sapbert.linking.linker import Linker
 from spacy_sapbert.linking.settings import DEFAULT_LABEL_TO_TYPES, SettingError
@@ -134,10 +134,12 @@ def test_type_sets_are_part_of_the_cache_key_and_one_call_encodes_once(encoder, 
             return encoder.encode(texts, **kwargs)
 
     linker = Linker(Counting(), mixed_kb(), flat, k=2)
-    results = linker.link(["cocaine", "cocaine", "crack", "cocaine"], types=[None, {"Disease"}, {"Disease"}, None])
-    assert calls == [["cocaine", "crack"]]  # one encoder call, each text once, whatever its types
+    results = linker.link(["cocaine", "cocaine", "crack", "cocaine", "cocaine powder"],
+                          types=[None, {"Disease"}, {"Disease"}, None, {"Disease"}])
+    # one encoder call, each text once, whatever its types; KB names ("cocaine", "crack") take their stored vectors
+    assert calls == [["cocaine powder"]]
     assert results[0] == results[3] and results[0][0][0] == "D003042" and results[1][0][0] == "D019970"
-    assert linker.cache_info()["size"] == 3
+    assert linker.cache_info()["size"] == 4
     assert linker.link(["Cocaine"], types=[("Disease",)]) == [results[1]]  # same type set, other spelling
     assert len(calls) == 1 and linker.cache_info()["hits"] == 1
 

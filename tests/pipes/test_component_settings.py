@@ -115,7 +115,7 @@ def test_the_old_batch_size_key_is_read_as_encode_batch_size(nothing_heavy, capl
     assert record.levelno == logging.WARNING and "'encode_batch_size'" in record.getMessage()
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="spacy_sapbert.linking.settings"):  # the default: nothing to warn about
-        nlp.add_pipe("sapbert_linker", name="second", config={"kb": "kb.jsonl", "batch_size": 256})
+        nlp.add_pipe("sapbert_linker", name="second", config={"kb": "kb.jsonl", "batch_size": 64})
     assert [r.levelno for r in caplog.records if "deprecated" in r.getMessage()] == [logging.INFO]
     with pytest.raises(InputError, match="setting 'batch_size': expected null .*old name of 'encode_batch_size'"):
         nlp.add_pipe("sapbert_linker", name="third", config={"kb": "kb.jsonl", "batch_size": 8,
