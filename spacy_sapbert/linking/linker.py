@@ -241,7 +241,8 @@ class Linker:
     def _query_vectors(self, texts: List[str]) -> np.ndarray:
         """The texts' vectors: a text that is a KB name takes the vector its index stores for it
         (flat, HNSW: what encoding it gives), the others are encoded in one call. In running text
-        many mentions are KB names (of NCBI test's gold disease mentions, 58% are MEDIC names; 43% of the distinct ones)."""
+        many mentions are KB names (of NCBI test's gold disease mentions, 58% are MEDIC names;
+        43% of the distinct ones)."""
         positions, stored = self.index.stored_name_vectors(texts)
         if not positions:
             return self.encoder.encode(texts)
