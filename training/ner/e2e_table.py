@@ -66,7 +66,17 @@ def stated(entity: Entity, threshold: Threshold) -> List[str]:
 
 @contextmanager
 def thresholds_at(pipe: Any, threshold: Optional[float]) -> Iterator[None]:
-    """The linker ``pipe`` at one ``threshold`` for every label meanwhile; its own thresholds after."""
+    """The linker ``pipe`` at one ``threshold`` for every label meanwhile; its own thresholds after.
+    scispaCy's ``EntityLinker`` (the peer of ``benchmarks/pipeline_vs_scispacy.py``) has one threshold
+    attribute and no ``configure``: it is set and given back (None: no threshold, -inf for it)."""
+    if not hasattr(pipe, "configure"):
+        own = pipe.threshold
+        pipe.threshold = float("-inf") if threshold is None else threshold
+        try:
+            yield
+        finally:
+            pipe.threshold = own
+        return
     kept = pipe.threshold, pipe.label_thresholds
     pipe.configure(threshold=threshold, label_thresholds=None)
     try:
@@ -80,6 +90,8 @@ def collect(nlp: Language, documents: Sequence[Document], labels: Sequence[str],
     """Run the pipeline on the raw texts with the linker's thresholds at 0 (restored after)."""
     found: List[Entity] = []
     pipe = nlp.get_pipe(linker)
+    # a coordinated span's parts: our pipe's; scispaCy's EntityLinker (the benchmarks' peer) has none
+    parts_of = parts_extension(pipe.extension) if hasattr(pipe, "extension") else None
     with thresholds_at(pipe, 0.0):
         docs = nlp.pipe((d.text for d in documents), batch_size=32)
         for document, doc in tqdm(zip(documents, docs), total=len(documents), desc="NER+linking", unit="doc",
@@ -89,7 +101,7 @@ def collect(nlp: Language, documents: Sequence[Document], labels: Sequence[str],
                     continue
                 best = ent._.kb_ents[0] if ent._.kb_ents else ("", float("-inf"))
                 parts = tuple((concept_key(hits[0][0], kb), float(hits[0][1]))
-                              for _, hits in ent._.get(parts_extension(pipe.extension)) if hits)
+                              for _, hits in (ent._.get(parts_of) if parts_of else ()) if hits)
                 found.append(Entity(document.pmid, ent.start_char, ent.end_char, ent.label_,
                                     concept_key(best[0], kb) if best[0] else "", float(best[1]), parts))
     return found

@@ -74,6 +74,41 @@ def test_a_coordinated_span_states_the_concepts_of_its_parts():
     assert score([split], gold, ["DISEASE"], {"CHEMICAL": 0.99, "DISEASE": 0.5})["DISEASE"]["documents"] == PRF(2, 0, 0)
 
 
+def test_a_linker_with_one_threshold_attribute_is_collected_at_zero_and_given_back():
+    """scispaCy's EntityLinker (the pipeline benchmark's peer) has a ``threshold`` and no ``configure``,
+    ``label_thresholds`` or parts extension: ``collect`` reads it at 0 and restores its own."""
+    from spacy.language import Language
+    from spacy.tokens import Span
+
+    from spacy_sapbert.training.corpora import Document, Mention
+    from spacy_sapbert.training.ner.e2e_table import collect, thresholds_at
+
+    class OneThreshold:
+        def __init__(self) -> None:
+            self.threshold, self.seen = 0.7, []
+
+        def __call__(self, doc):
+            self.seen.append(self.threshold)
+            for ent in doc.ents:
+                ent._.kb_ents = [("D1", 0.5)] if self.threshold <= 0.5 else []
+            return doc
+
+    if not Span.has_extension("kb_ents"):
+        Span.set_extension("kb_ents", default=[])
+    linker = OneThreshold()
+    Language.component("one_threshold_linker_test", func=linker)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("entity_ruler").add_patterns([{"label": "DISEASE", "pattern": "asthma"}])
+    nlp.add_pipe("one_threshold_linker_test")
+    document = Document("1", "asthma", "", [Mention(0, 6, "asthma", "Disease", ("D1",))])
+    (entity,) = collect(nlp, [document], ["DISEASE"], None, linker="one_threshold_linker_test")
+    assert (entity.concept, entity.score, entity.parts) == ("D1", 0.5, ()) and linker.seen == [0.0]
+    assert linker.threshold == 0.7
+    with thresholds_at(linker, None):
+        assert linker.threshold == float("-inf")
+    assert linker.threshold == 0.7
+
+
 @pytest.mark.filterwarnings("ignore:.*W036")  # scispaCy's abbreviation matcher starts empty
 def test_evaluate_e2e_with_a_rule_ner_and_the_linker(kb, tiny_bert, tmp_path):
     ner = scispacy_blank(split_hyphens=True)
