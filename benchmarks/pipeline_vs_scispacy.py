@@ -112,7 +112,7 @@ def score_system(nlp: Any, system: str, documents: List[Any], corpus: Path) -> A
     """The ``sapbert ner-e2e`` table (per type: NER, mentions, documents P/R/F1) at the pipe's thresholds:
     each label's own where the pipe has ``label_thresholds`` (the default's CHEMICAL 0.9), as ``ner-e2e``."""
     from spacy_sapbert.training.ner.data import BC5CDR_LABELS, DISEASE, NCBI_LABELS
-    from spacy_sapbert.training.ner.e2e_table import collect, gold_sets, score
+    from spacy_sapbert.training.ner.e2e_table import collect, gold_sets, own_thresholds, score
 
     linker = "sapbert_linker" if system == "ours" else PEER_PIPE
     pipe = nlp.get_pipe(linker)
@@ -120,11 +120,10 @@ def score_system(nlp: Any, system: str, documents: List[Any], corpus: Path) -> A
     bc5cdr = "CDR_" in corpus.name
     label_map, labels = (BC5CDR_LABELS, sorted(set(BC5CDR_LABELS.values()))) if bc5cdr else (NCBI_LABELS, [DISEASE])
     wanted = {k: v for k, v in label_map.items() if v in labels}
-    own = getattr(pipe, "label_thresholds", None) or {}
-    thresholds = {label: own.get(label, pipe.threshold) for label in labels}
+    thresholds = own_thresholds(pipe, labels)
     table = score(collect(nlp, documents, labels, kb, linker), gold_sets(documents, wanted, kb), labels, thresholds)
     return {label: {level: prf.to_dict() for level, prf in levels.items()} for label, levels in table.items()}, \
-        thresholds if own else pipe.threshold
+        thresholds if getattr(pipe, "label_thresholds", None) else pipe.threshold
 
 
 def layer_flops(settings: Any, length: int) -> float:

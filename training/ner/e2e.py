@@ -30,7 +30,7 @@ from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.kb.matching import concept_key
 from ..corpora import Document
-from .e2e_table import collect, gold_sets, score, stated, sweep, table_rows, thresholds_at
+from .e2e_table import collect, gold_sets, own_thresholds, score, stated, sweep, table_rows, thresholds_at
 from .scores import PRF
 
 logger = logging.getLogger(__name__)
@@ -176,7 +176,7 @@ def evaluate_e2e(nlp: Language, documents: Sequence[Document], label_map: Mappin
     gold, no_id = _unlabelled(gold_table)
     pipe = nlp.get_pipe(LINKER_PIPE)
     threshold, label_thresholds = pipe.threshold, pipe.label_thresholds
-    at = {label: (label_thresholds or {}).get(label, threshold) for label in labels}  # each label's own
+    at = own_thresholds(pipe, labels)
     entities = collect(nlp, documents, labels, kb, LINKER_PIPE)
     predicted = {(e.pmid, e.start, e.end, concept) for e in entities for concept in stated(e, at)}
     accuracy, counted = gold_span_accuracy(nlp, documents, wanted, kb)

@@ -64,6 +64,13 @@ def stated(entity: Entity, threshold: Threshold) -> List[str]:
     return parts or ([entity.concept] if passes(entity.concept, entity.score) else [])
 
 
+def own_thresholds(pipe: Any, labels: Sequence[str]) -> Dict[str, Optional[float]]:
+    """Each label's threshold in the linker ``pipe``: its ``label_thresholds`` entry, else its ``threshold``
+    (a linker without per-label thresholds, such as scispaCy's, has the one)."""
+    own = getattr(pipe, "label_thresholds", None) or {}
+    return {label: own.get(label, pipe.threshold) for label in labels}
+
+
 @contextmanager
 def thresholds_at(pipe: Any, threshold: Optional[float]) -> Iterator[None]:
     """The linker ``pipe`` at one ``threshold`` for every label meanwhile; its own thresholds after.
