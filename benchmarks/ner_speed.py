@@ -3,7 +3,9 @@
 Each variant is the embedded default pipeline (tokenizer → NER → abbreviations → linker) with
 its NER components replaced by those of a trained NER pipeline (``--variant LABEL=FOLDER``;
 ``LABEL=default`` keeps the shipped NER), or a whole saved pipeline as it is
-(``--variant LABEL=pipeline:FOLDER``: the default before and after a change, say). Every round runs each variant over the same raw
+(``--variant LABEL=pipeline:FOLDER``: the default before and after a change, say), or the default with
+its NER in another precision (``--variant LABEL=precision:float32``; ``default`` is ``auto``: int8 on an
+x86 CPU without native bf16). Every round runs each variant over the same raw
 documents, in turn, with and without the linker; the median of the rounds is reported, with the
 ratio against the first variant (the baseline). The machine is the same for all variants, so
 the ratios hold even when other work slows every round. The linker's candidate cache is cleared
@@ -26,13 +28,16 @@ NER_COMPONENTS = ("tok2vec", "ner", "sapbert_ner")
 
 
 def with_ner(ner_folder: str) -> Any:
-    """The default pipeline, its NER swapped for the one in ``ner_folder`` ("default": unchanged), or
-    the pipeline saved in FOLDER for ``pipeline:FOLDER``."""
+    """The default pipeline, its NER swapped for the one in ``ner_folder`` ("default": unchanged), the
+    pipeline saved in FOLDER for ``pipeline:FOLDER``, or the default's NER in ``PRECISION`` for
+    ``precision:PRECISION``."""
     import spacy
     import spacy_sapbert
 
     if ner_folder.startswith("pipeline:"):
         return spacy.load(ner_folder[len("pipeline:"):])
+    if ner_folder.startswith("precision:"):
+        return spacy_sapbert.load(config={"components": {"sapbert_ner": {"precision": ner_folder[len("precision:"):]}}})
     nlp = spacy_sapbert.load()
     if ner_folder == "default":
         return nlp
@@ -65,7 +70,7 @@ def main() -> None:
     parser.add_argument("--corpus", required=True, type=Path, help="PubTator file whose texts are annotated")
     parser.add_argument("--docs", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--variant", action="append", required=True, help="LABEL=NER_PIPELINE_FOLDER, LABEL=default or LABEL=pipeline:FOLDER")
+    parser.add_argument("--variant", action="append", required=True, help="LABEL=NER_PIPELINE_FOLDER, LABEL=default, LABEL=pipeline:FOLDER or LABEL=precision:PRECISION")
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
 

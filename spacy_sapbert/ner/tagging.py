@@ -32,7 +32,8 @@ class Tagging:
     batch_size: int = 16
     device: str = "cpu"
     dtype: str = "float32"
-    """float32, or the autocast precision (bfloat16 on a CPU with native bf16, float16 on a GPU)."""
+    """float32, the autocast precision (bfloat16 on a CPU with native bf16, float16 on a GPU), or int8 (the
+    model's linear layers quantised: :mod:`spacy_sapbert.encoding.int8`)."""
     shapes: bool = False
     """Whether the model reads word-shape classes beside the KB-name states (:mod:`.features`)."""
     styles: Tuple[str, ...] = ()
@@ -65,8 +66,9 @@ class Tagging:
         out = [np.full((len(doc), len(self.scheme)), -1e4, dtype=np.float32) for doc in docs]
         for doc_scores in out:
             doc_scores[:, 0] = 0.0
-        autocast = torch.autocast(device_type=self.device.split(":")[0], dtype=getattr(torch, self.dtype),
-                                  enabled=self.dtype != "float32")
+        half = self.dtype in ("float16", "bfloat16")
+        autocast = torch.autocast(device_type=self.device.split(":")[0],
+                                  dtype=getattr(torch, self.dtype) if half else torch.float32, enabled=half)
         was_training = self.model.training
         self.model.eval()
         try:

@@ -70,7 +70,8 @@ class TransformerNER(Pipe):
         (whose config may still name the folder the pipe was created from) reads only its own copy."""
 
     def _load(self, folder: Path) -> None:
-        from spacy_sapbert.util.devices import check_dtype, cpu_has_native_bf16, resolve_device
+        from spacy_sapbert.encoding.int8 import INT8, int8_engine, quantize_linears
+        from spacy_sapbert.util.devices import auto_precision, check_dtype, resolve_device
 
         for name in MODEL_FILES + (GAZETTEER_FILE,):
             if not (folder / name).is_file():
@@ -87,9 +88,14 @@ class TransformerNER(Pipe):
             raise InputError(f"gazetteer, shapes and styles give {expected} feature ids, the model has "
                              f"{settings['n_features']}", folder / GAZETTEER_FILE)
         device = resolve_device(self.cfg["device"])
-        dtype = check_dtype(self.cfg["precision"], "precision")
-        if dtype == "auto":
-            dtype = "float16" if device.startswith("cuda") else "bfloat16" if cpu_has_native_bf16() else "float32"
+        dtype = check_dtype(self.cfg["precision"], "precision", int8=True)
+        if dtype == "auto":  # int8 on an x86 CPU without native bf16: 1.27x faster, F1 within 0.2 (int8.py)
+            dtype = auto_precision(device)
+            dtype = INT8 if dtype == "float32" and device == "cpu" and int8_engine() else dtype
+        if dtype == INT8 and device != "cpu":
+            logger.warning("%s: int8 runs on CPU only; tagging in float32 on %s", self.name, device)
+            dtype = "float32"
+        model = quantize_linears(model) if dtype == INT8 else model
         self.tagging = Tagging(model.to(device), tokenizer, gazetteer, TagScheme.from_tags(settings["tags"]),
                                max_pieces=self.cfg["max_pieces"], overlap=self.cfg["overlap"],
                                batch_size=self.cfg["batch_size"], device=device, dtype=dtype,
@@ -200,9 +206,15 @@ class TransformerNER(Pipe):
             return
         import torch
 
+        from spacy_sapbert.encoding.int8 import is_quantized
+
         skip = ("format", "tags", "n_features", tagger_model.SHARED_KEY)
         extra = {k: v for k, v in settings.items() if k not in skip}
-        tagger_model.save(tagging.model, self.folder, tagging.scheme.tags, path, dtype=torch.float16, extra=extra,
+        model = tagging.model
+        if is_quantized(model):  # int8 layers keep no float weights: the files have them
+            table = model.encoder.embeddings.word_embeddings.weight  # not quantised: the one in use
+            model = tagger_model.load(self.folder, table, table_checked=True)[0]
+        tagger_model.save(model, self.folder, tagging.scheme.tags, path, dtype=torch.float16, extra=extra,
                           shared_from=shared)
         if self.folder.resolve() != path.resolve():
             shutil.copyfile(self.folder / GAZETTEER_FILE, path / GAZETTEER_FILE)

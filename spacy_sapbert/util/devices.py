@@ -21,6 +21,8 @@ DTYPE_ALIASES = {"float32": "float32", "fp32": "float32", "float16": "float16", 
                  "half": "float16", "bfloat16": "bfloat16", "bf16": "bfloat16"}
 """Spellings of a precision → its canonical torch name."""
 DTYPE_CHOICES = "auto, float32, float16, bfloat16 (aliases fp32, fp16, half, bf16)"
+INT8_ALIASES = ("int8", "qint8")
+"""Spellings of the NER's int8 precision (dynamic int8 linear layers on a CPU: :mod:`spacy_sapbert.encoding.int8`)."""
 
 
 def resolve_device(device: Optional[str] = "auto") -> str:
@@ -62,15 +64,29 @@ def cpu_has_native_bf16() -> bool:
     return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in probes)
 
 
-def check_dtype(dtype: Optional[str], setting: str = "dtype") -> str:
+def auto_precision(device: str) -> str:
+    """What a float precision of ``auto`` means on ``device`` (a resolved one): float16 on a GPU, bf16
+    autocast on a CPU with native bf16, float32 elsewhere."""
+    if device.startswith("cuda"):
+        return "float16"
+    return "bfloat16" if device == "cpu" and cpu_has_native_bf16() else "float32"
+
+
+def check_dtype(dtype: Optional[str], setting: str = "dtype", int8: bool = False) -> str:
     """``auto`` or the canonical name of ``dtype`` (``fp16`` → ``float16``; case and a
     ``torch.`` prefix are ignored). ``setting`` is the caller's name for the value
     (``precision`` in the spaCy pipe, ``--precision`` on the command line), so that the
-    error names what the user actually typed."""
+    error names what the user actually typed. ``int8``: the caller (the NER) also takes ``int8``;
+    the linker's encoder does not (its vectors moved to cosine 0.95-0.97 of float32's under it)."""
     text = str(dtype or "auto").lower().replace("torch.", "")
     if text == "auto":
         return text
+    if text in INT8_ALIASES:
+        if int8:
+            return "int8"
+        raise InputError(f"{setting} {dtype!r} is the NER's (sapbert_ner) alone: use {DTYPE_CHOICES}", field=setting)
     key = DTYPE_ALIASES.get(text)
     if key is None:
-        raise InputError(f"unknown {setting} {dtype!r}: use {DTYPE_CHOICES}", field=setting)
+        choices = DTYPE_CHOICES.replace(" (", ", int8 (") if int8 else DTYPE_CHOICES
+        raise InputError(f"unknown {setting} {dtype!r}: use {choices}", field=setting)
     return key

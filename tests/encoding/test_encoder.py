@@ -186,8 +186,10 @@ def test_devices_and_dtypes(tiny_bert, caplog):
 
 
 def test_a_bad_dtype_is_reported_before_the_model_is_loaded(tmp_path):
-    with pytest.raises(InputError, match="field 'dtype': unknown dtype 'int8'"):
-        Encoder(tmp_path / "no-such-model", dtype="int8")  # not "model folder not found" after a load
+    with pytest.raises(InputError, match="field 'dtype': unknown dtype 'int4'"):
+        Encoder(tmp_path / "no-such-model", dtype="int4")  # not "model folder not found" after a load
+    with pytest.raises(InputError, match="field 'dtype': dtype 'int8' is the NER's"):
+        Encoder(tmp_path / "no-such-model", dtype="int8")
 
 
 def test_helpers_moved_out_of_the_encoder_are_still_importable_from_it():

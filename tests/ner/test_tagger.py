@@ -349,3 +349,47 @@ def test_special_ids_are_the_ones_the_tokenizer_adds(tmp_path):
     fast = FastTokenizer(tmp_path, None)
     assert fast.special_ids() == (0, 2)
     assert fast.pad_token_id == 1 and fast.word_pieces(["acid"]) == [[6]]
+
+
+def test_int8_pipe_tags_like_float32_and_saves_the_float_weights(tiny_bert, nlp, tmp_path):
+    from safetensors.torch import load_file
+
+    from spacy_sapbert.encoding.int8 import is_quantized
+
+    folder = _tagger_folder(tiny_bert, nlp, tmp_path / "tagger")
+    model, _, settings = tagger_model.load(folder)
+    torch.manual_seed(1)
+    torch.nn.init.normal_(model.head.weight, std=0.5)  # scores that depend on every layer
+    tagger_model.save(model, tiny_bert, settings["tags"], folder)
+    runs = {}
+    for precision in ("float32", "int8"):
+        pipeline = spacy.blank("en", config=TOKENIZER_CONFIG)
+        ner = pipeline.add_pipe("sapbert_ner", config={"model": str(folder), "precision": precision})
+        pipeline.add_pipe("test_table_holder", config={"folder": str(tiny_bert)})
+        runs[precision] = (pipeline, ner, ner.predict([pipeline.make_doc("breast cancer and kidney failure")])[0])
+    pipeline, ner, scores = runs["int8"]
+    assert ner.tagging.dtype == "int8" and is_quantized(ner.tagging.model)
+    assert not is_quantized(runs["float32"][1].tagging.model)
+    assert not np.array_equal(scores, runs["float32"][2])          # int8 arithmetic, not float32's
+    assert np.allclose(np.exp(scores), np.exp(runs["float32"][2]), atol=0.05)
+    # saving rewrites the model (its table now left out): the float weights come from the files, not int8 layers
+    assert ner.share_word_embeddings("test_table_holder")
+    pipeline.to_disk(tmp_path / "saved")
+    written = load_file(str(tmp_path / "saved" / "sapbert_ner" / "model.safetensors"))
+    original = load_file(str(folder / "model.safetensors"))
+    assert tagger_model.WORD_EMBEDDINGS not in written
+    assert set(written) == set(original) - {tagger_model.WORD_EMBEDDINGS}
+    for name, tensor in written.items():
+        assert torch.equal(tensor.float(), original[name].half().float()), name
+    loaded = spacy.load(tmp_path / "saved")
+    assert loaded.get_pipe("sapbert_ner").cfg["precision"] == "int8"
+
+
+def test_int8_is_a_precision_of_the_ner_only():
+    from spacy_sapbert.util.devices import check_dtype
+
+    assert check_dtype("INT8", int8=True) == "int8" == check_dtype("qint8", int8=True)
+    with pytest.raises(InputError, match="int8"):
+        check_dtype("int4", int8=True)
+    with pytest.raises(InputError, match="precision 'int8' is the NER's"):  # the linker's encoder: no
+        check_dtype("int8", setting="precision")

@@ -37,6 +37,7 @@ logger = logging.getLogger(__name__)
 
 PathLike = Union[str, Path]
 LINKER_PIPE = "sapbert_linker"
+NER_PIPE = "sapbert_ner"
 ABBREVIATION_PIPE = "abbreviation_detector"
 ABBREVIATION_ENTITIES_PIPE = "abbreviation_entities"
 Pair = Tuple[str, int, int, str]
@@ -243,6 +244,7 @@ def run_e2e(ner_model: PathLike, bc5cdr_dev: Optional[PathLike], ncbi_test: Opti
     jobs = [("BC5CDR dev", bc5cdr_dev, bc5cdr_linker, BC5CDR_LABELS, None),
             ("NCBI test", ncbi_test, ncbi_linker, NCBI_LABELS, [DISEASE])]
     results = []
+    ner_precision = None
     whole = _has_linker(ner_model)
     for name, corpus, linker, label_map, labels in jobs:
         if corpus is None or (linker is None and not whole):
@@ -251,12 +253,15 @@ def run_e2e(ner_model: PathLike, bc5cdr_dev: Optional[PathLike], ncbi_test: Opti
         nlp = ner_linker_pipeline(ner_model, linker, model=model, abbreviations=abbreviations)
         results.append(evaluate_e2e(nlp, list(read_pubtator(corpus)), label_map, labels, name=name,
                                     thresholds=thresholds))
+        tagging = getattr(nlp.get_pipe(NER_PIPE), "tagging", None) if NER_PIPE in nlp.pipe_names else None
+        if tagging is not None:  # what `precision: auto` chose on this machine (int8 on x86 without bf16)
+            ner_precision = tagging.dtype
     if output is not None:
         path = Path(output)
         path.parent.mkdir(parents=True, exist_ok=True)
         settings = {"ner_model": str(ner_model), "model": model, "abbreviations": abbreviations,
                     "bc5cdr_linker": str(bc5cdr_linker) if bc5cdr_linker else None,
-                    "ncbi_linker": str(ncbi_linker) if ncbi_linker else None}
+                    "ncbi_linker": str(ncbi_linker) if ncbi_linker else None, "ner_precision": ner_precision}
         path.write_text(json.dumps({"settings": settings, "results": [r.to_dict() for r in results]}, indent=2) + "\n",
                         encoding="utf-8")
     return results
