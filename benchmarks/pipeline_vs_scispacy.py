@@ -5,11 +5,13 @@ The peer is spaCy's CNN NER (tok2vec + transition-based NER, the architecture of
 our NER uses: ``spacy project run ner-train-tok2vec``), scispaCy's abbreviation detector, and
 scispaCy's ``EntityLinker`` with its own defaults (k 30, threshold 0.7, at most 5 concepts, long
 forms for abbreviations) over its TF-IDF + HNSW index of the default's own KB (built once:
-:mod:`training.evaluation.scispacy_peer`). Ours is ``spacy_sapbert.load()`` as shipped.
+:mod:`training.evaluation.scispacy_peer`). Ours is ``spacy_sapbert.load()`` as shipped (its NER's
+``precision: auto``: int8 on an x86 CPU without native bf16), and beside it the same pipeline with
+a float32 NER (``ours_float32``), so that what int8 gains and costs is measured in the same run.
 
 Every measurement is a fresh process: it imports spaCy, loads one pipeline (timed), runs it over
 every document of a PubTator file with ``nlp.pipe`` at the pipeline's own batch size (timed) and
-reports its peak RSS. Runs alternate (ours, peer, ours, …) and the median of ``--runs`` is kept;
+reports its peak RSS. Runs alternate (ours, ours_float32, peer, ours, …) and the median of ``--runs`` is kept;
 one more process per system scores its output with the ``sapbert ner-e2e`` table (NER strict,
 linked mentions, document-level concepts, per type, at the pipeline's own threshold). The
 machine's matrix-multiply peak is measured in the same run. Prints a table, writes JSON.
@@ -37,7 +39,9 @@ from typing import Any, Dict, List, Optional
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 logger = logging.getLogger("benchmark")
-SYSTEMS = ("ours", "peer")
+SYSTEMS = ("ours", "ours_float32", "peer")
+FLOAT32_NER = {"components": {"sapbert_ner": {"precision": "float32"}}}
+"""``ours_float32``: the default with its NER in float32 (whatever ``auto`` picks on the machine)."""
 PEER_PIPE = "peer_scispacy_linker"
 
 
@@ -60,8 +64,8 @@ def load_system(system: str, peer_ner: Path, peer_index: Path) -> Any:
     import spacy
     import spacy_sapbert
 
-    if system == "ours":
-        return spacy_sapbert.load()
+    if system.startswith("ours"):
+        return spacy_sapbert.load(config=FLOAT32_NER) if system == "ours_float32" else spacy_sapbert.load()
     from spacy.language import Language
 
     @Language.factory(PEER_PIPE, default_config={"index": ""})
@@ -114,9 +118,10 @@ def score_system(nlp: Any, system: str, documents: List[Any], corpus: Path) -> A
     from spacy_sapbert.training.ner.data import BC5CDR_LABELS, DISEASE, NCBI_LABELS
     from spacy_sapbert.training.ner.e2e_table import collect, gold_sets, own_thresholds, score
 
-    linker = "sapbert_linker" if system == "ours" else PEER_PIPE
+    ours = system.startswith("ours")
+    linker = "sapbert_linker" if ours else PEER_PIPE
     pipe = nlp.get_pipe(linker)
-    kb = pipe.kb if system == "ours" else pipe.kb_for_scoring
+    kb = pipe.kb if ours else pipe.kb_for_scoring
     bc5cdr = "CDR_" in corpus.name
     label_map, labels = (BC5CDR_LABELS, sorted(set(BC5CDR_LABELS.values()))) if bc5cdr else (NCBI_LABELS, [DISEASE])
     wanted = {k: v for k, v in label_map.items() if v in labels}
@@ -185,8 +190,11 @@ def run_child(args: argparse.Namespace, system: str, corpus: Path, mode: str) ->
 
 
 def matmul_peak() -> Dict[str, float]:
-    """This machine's dense matrix-multiply rate (GFLOP/s, best of 5) in float32 and bf16, 2048³."""
+    """This machine's dense matrix-multiply rate (GFLOP/s, best of 5) in float32 and bf16, 2048³, and of
+    the NER's int8 layer (a dynamically quantised 2048 × 2048 linear layer on 2048 rows)."""
     import torch
+
+    from spacy_sapbert.encoding.int8 import quantize_linears
 
     rates = {}
     for name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
@@ -194,12 +202,18 @@ def matmul_peak() -> Dict[str, float]:
         a @ b
         best = min(_timed(lambda: a @ b) for _ in range(5))
         rates[f"{name}_gflops"] = round(2 * 2048 ** 3 / best / 1e9, 1)
+    layer = quantize_linears(torch.nn.Sequential(torch.nn.Linear(2048, 2048, bias=False)).eval())
+    x = torch.randn(2048, 2048)
+    with torch.inference_mode():
+        layer(x)
+        best = min(_timed(lambda: layer(x)) for _ in range(5))
+    rates["int8_gflops"] = round(2 * 2048 ** 3 / best / 1e9, 1)
     return rates
 
 
 def matmul_peak_of_dtype(peak: Dict[str, float], dtype: str) -> float:
-    """The peak of the precision the model computes in (bf16 autocast or float32)."""
-    return peak["bfloat16_gflops"] if dtype == "bfloat16" else peak["float32_gflops"]
+    """The peak of the precision a model computes in (bf16 autocast, int8 layers or float32)."""
+    return peak.get(f"{dtype}_gflops") or peak["float32_gflops"]
 
 
 def _timed(fn: Any) -> float:
@@ -229,10 +243,10 @@ def measure_corpus(args: argparse.Namespace, corpus: Path) -> Dict[str, Any]:
         row[f"{system}_threshold"] = scored[system]["threshold"]
         row[f"{system}_scores"] = scored[system]["table"]
         row[f"{system}_runs_docs_per_s"] = [round(r["docs_per_s"], 2) for r in done]
-    peak = matmul_peak_of_dtype(args.peak, spent["encoder"]["dtype"])
-    row["ours_compute"] = {part: dict(spent[part], fraction_of_peak=round(spent[part]["gflops"] / peak, 3))
-                           for part in ("ner", "encoder")}
+    row["ours_compute"] = {part: dict(spent[part], fraction_of_peak=round(
+        spent[part]["gflops"] / matmul_peak_of_dtype(args.peak, spent[part]["dtype"]), 3)) for part in ("ner", "encoder")}
     row["docs_per_s_ratio"] = round(row["ours_docs_per_s"] / row["peer_docs_per_s"], 3)
+    row["float32_docs_per_s_ratio"] = round(row["ours_float32_docs_per_s"] / row["peer_docs_per_s"], 3)
     return row
 
 
@@ -248,7 +262,8 @@ def print_table(result: Dict[str, Any]) -> None:
             print(f"| {row['corpus']} | {system} | {row[f'{system}_docs_per_s']:.2f} | "
                   f"{row[f'{system}_mentions_per_s']:.1f} | {row[f'{system}_load_s']:.2f} | "
                   f"{row[f'{system}_peak_rss_mb']:.0f} | " + " | ".join(cells) + " |")
-        print(f"ours / peer docs/s on {row['corpus']}: {row['docs_per_s_ratio']:.2f}x")
+        print(f"ours / peer docs/s on {row['corpus']}: {row['docs_per_s_ratio']:.2f}x (with a float32 NER: "
+              f"{row['float32_docs_per_s_ratio']:.2f}x)")
         for part, spent in row["ours_compute"].items():
             print(f"  ours, {part}: {spent['gflop']:.1f} GFLOP in {spent['seconds']:.2f} s = {spent['gflops']:.1f} GFLOP/s "
                   f"({spent['fraction_of_peak']:.0%} of the {spent['dtype']} matmul peak)")

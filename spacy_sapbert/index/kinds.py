@@ -5,8 +5,10 @@ is the default (MEDIC's ~70k names search in microseconds); ``hnsw`` and ``ivfpq
 for KBs with millions of names, where a flat index is slow (HNSW) or too big (IVF-PQ;
 its scores are approximate). ``pq`` (product quantisation, searched exhaustively) keeps
 a KB of ~10^5 names in a few MB, which is how the embedded default ships its index;
-its scores are approximate too. The two compressed kinds take ``rerank=N``: the top ``N``
-rows of the compressed search are scored again exactly (:func:`rerank_exact`).
+its scores are approximate too. A ``pq`` index of 4-bit codes (the default: ``pq_m`` = dim/3
+sub-quantisers, 64 bytes a name at 384 dimensions) is searched through FAISS's fast-scan twin
+(:func:`pq_searcher`), 15× faster than 8-bit codes of the same size. The two compressed kinds take
+``rerank=N``: the top ``N`` rows of the compressed search are scored again exactly (:func:`rerank_exact`).
 
 A search may be restricted to some rows (the names of concepts of some types):
 :mod:`spacy_sapbert.index.row_filter`.
@@ -57,11 +59,17 @@ def make_faiss_index(kind: str, dim: int, vectors: np.ndarray, params: Dict[str,
     return makers[kind](dim, vectors, params)
 
 
+FAST_SCAN_BITS = 4
+"""Code width of a PQ index searched through FAISS's fast-scan (SIMD) kernels."""
+
+
 def _make_pq(dim: int, vectors: np.ndarray, params: Dict[str, int]) -> Tuple[Any, Dict[str, int]]:
     faiss = faiss_module()
-    # 8-bit codes of pq_m sub-vectors (dim/4 dimensions by default: 96 bytes per name at dim 384)
-    used = {"pq_m": next(m for m in (dim // 4, dim // 2, dim, 1) if m >= 1 and dim % m == 0), "pq_bits": 8,
-            "rerank": 0}
+    # 4-bit codes of pq_m sub-vectors (dim/3 by default, 3 dimensions each: 64 bytes per name at dim 384), searched
+    # by fast-scan: on the default's 180,068 names, 1,500 queries took 0.42 s against 6.5 s for 64 8-bit codes, and
+    # found the exact best first more often (87.1% against 84.1%)
+    used = {"pq_m": next(m for m in (dim // 3, dim // 4, dim // 2, dim, 1) if m >= 1 and dim % m == 0),
+            "pq_bits": FAST_SCAN_BITS, "rerank": 0}
     _merge_params(used, params)
     _check_divides(used["pq_m"], dim)
     used["pq_bits"] = min(used["pq_bits"], max(1, int(math.log2(max(len(vectors), 2)))))  # small KBs: fewer centroids
@@ -141,6 +149,16 @@ def blas_distances() -> Iterator[None]:
         cvar.distance_compute_blas_threshold = before
 
 
+def pq_searcher(index: Any) -> Any:
+    """What searches a PQ index: for 4-bit codes a fast-scan copy (``IndexPQFastScan``: the codes repacked for
+    SIMD, distances from 8-bit quantised lookup tables, within about 0.002 of ``IndexPQ``'s), else the index."""
+    faiss = faiss_module()
+    pq = faiss.downcast_index(index)
+    if isinstance(pq, faiss.IndexPQ) and pq.pq.nbits == FAST_SCAN_BITS and pq.ntotal:
+        return faiss.IndexPQFastScan(pq)
+    return index
+
+
 def plain_search(index: Any, kind: str, params: Dict[str, int], vectors: np.ndarray,
                  k: int) -> Tuple[np.ndarray, np.ndarray]:
     """Top-``k`` rows of the whole index (an HNSW search explores at least ``k`` candidates)."""
@@ -187,5 +205,5 @@ def promote_rows(scores: np.ndarray, found: np.ndarray, promoted: Sequence[Optio
     return scores, found
 
 
-__all__ = ["INDEX_KINDS", "blas_distances", "check_kind", "configure_search", "faiss_module", "make_faiss_index",
-           "plain_search", "promote_rows", "rerank_exact"]
+__all__ = ["FAST_SCAN_BITS", "INDEX_KINDS", "blas_distances", "check_kind", "configure_search", "faiss_module", "make_faiss_index",
+           "plain_search", "pq_searcher", "promote_rows", "rerank_exact"]

@@ -22,7 +22,7 @@ from spacy_sapbert.errors import InputError
 from spacy_sapbert.index.files import (FORMAT_VERSION, INDEX_FILE, MANIFEST, RERANK_FILE, IndexFiles, check_save_target,
                           is_index_folder, read_index_folder, write_index_folder)
 from spacy_sapbert.index.kinds import (INDEX_KINDS, check_kind, configure_search, make_faiss_index, plain_search,
-                                      promote_rows, rerank_exact)
+                                      pq_searcher, promote_rows, rerank_exact)
 from spacy_sapbert.index.row_filter import RowFilter, filtered_search
 from spacy_sapbert.index.tables import Tables, kb_tables, tables_of
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
@@ -54,6 +54,8 @@ class NameIndex:
         self._rows_of_name: Optional[Dict[str, np.ndarray]] = None
         self.rerank_vectors: Optional[np.ndarray] = None
         """float16 (names, dim) for exact re-ranking (``params["rerank"] > 0``), memory-mapped once saved."""
+        self._pq_searcher: Optional[Tuple[Any, Any]] = None
+        """(the index, what searches it: :func:`~spacy_sapbert.index.kinds.pq_searcher`), made on first use."""
         configure_search(self.index, str(manifest.get("kind", "")), manifest.get("params", {}))
 
     @classmethod
@@ -193,7 +195,8 @@ class NameIndex:
         params = self.manifest.get("params", {})
         rerank = int(params.get("rerank", 0)) if self.rerank_vectors is not None else 0
         if rows is None:
-            scores, found = plain_search(self.index, self.kind, params, vectors, max(k, rerank))
+            searched = self._searcher() if self.kind == "pq" else self.index
+            scores, found = plain_search(searched, self.kind, params, vectors, max(k, rerank))
         else:
             scores, found = filtered_search(self.index, self.kind, params, vectors, max(k, rerank), rows)
         scores = scores.astype(np.float32, copy=False)
@@ -208,6 +211,11 @@ class NameIndex:
         # returns such ties, so that every kind (and a promoted name) breaks them alike
         order = np.lexsort((-found, -scores), axis=-1)
         return np.take_along_axis(scores, order, axis=1), np.take_along_axis(found, order, axis=1)
+
+    def _searcher(self) -> Any:
+        if self._pq_searcher is None or self._pq_searcher[0] is not self.index:
+            self._pq_searcher = (self.index, pq_searcher(self.index))
+        return self._pq_searcher[1]
 
     def _score_own_names(self, vectors: np.ndarray, texts: Sequence[str], scores: np.ndarray, found: np.ndarray,
                          k: int, rows: Optional[RowFilter]) -> Tuple[np.ndarray, np.ndarray]:

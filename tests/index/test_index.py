@@ -366,16 +366,22 @@ def test_flat_searches_go_through_blas_and_over_fetch_with_the_selectors_answers
         assert (found == want).mean() > 0.95  # equal scores (a name several concepts share) may swap rows
 
 
-def test_a_filtered_pq_search_scans_the_allowed_codes_alone_with_the_full_indexs_scores(flat, encoder):
+@pytest.mark.parametrize("bits", [3, 4])  # 3: IndexPQ itself (a tiny KB caps bits at log2 of its names)
+def test_a_filtered_pq_search_scans_the_allowed_codes_alone_with_the_full_indexs_scores(flat, encoder, bits):
+    import faiss
+
+    from spacy_sapbert.index.kinds import pq_searcher
     from spacy_sapbert.index.row_filter import RowFilter, filtered_search, overfetch_search
 
-    pq = flat.convert("pq", pq_m=4, pq_bits=4)
+    pq = flat.convert("pq", pq_m=4, pq_bits=bits)
     queries = encoder.encode(["renal failure", "kidney trouble", "hcq", "breast tumour", "a b"])
     rows = RowFilter(np.random.RandomState(0).rand(len(pq)) < 0.5)
     scores, found = filtered_search(pq.index, "pq", {}, queries, 3, rows)
-    want_scores, _ = overfetch_search(pq.index, "pq", {}, queries, 3, rows)  # the whole index, allowed rows kept
+    whole = pq_searcher(pq.index)  # 4-bit codes: the fast-scan copy of the whole index; others: the index
+    assert isinstance(whole, faiss.IndexPQFastScan) == (bits == 4)
+    want_scores, _ = overfetch_search(whole, "pq", {}, queries, 3, rows)  # the whole index, allowed rows kept
     assert np.array_equal(scores, want_scores)  # the same codes and tables: the same numbers
-    every_score, every_row = overfetch_search(pq.index, "pq", {}, queries, rows.count, rows)
+    every_score, every_row = overfetch_search(whole, "pq", {}, queries, rows.count, rows)
     for i in range(len(queries)):  # rows that tie may come in another order: each found row has its own score
         own = dict(zip(every_row[i].tolist(), every_score[i].tolist()))
         assert [own[row] for row in found[i].tolist()] == scores[i].tolist()

@@ -49,6 +49,11 @@ NER_CARD = {
 }
 
 
+def _code_bytes(params: Dict[str, Any]) -> str:
+    """Bytes of one name's PQ code (``pq_m`` codes of ``pq_bits``; 8 bits in packages older than the setting)."""
+    return f"{params['pq_m'] * params.get('pq_bits', 8) / 8:g}"
+
+
 def _threshold_sentence(report: Dict[str, Any], cal: Dict[str, Any]) -> str:
     """The card's word on the threshold: the calibration's high-precision one, or a default chosen since."""
     chosen = report.get("default_threshold")
@@ -106,7 +111,7 @@ def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") ->
         f"float16; KB `{report['kb']}` ({report['kb_stats']['concepts']:,} concepts, "
         f"{report['kb_stats']['names']:,} names: {report.get('kb_description', KB_DESCRIPTION)}); FAISS "
         f"product-quantised index of {report['index_rows']:,} rows "
-        f"({report['index_params']['pq_m']} bytes per name)" + (
+        f"({_code_bytes(report['index_params'])} bytes per name)" + (
             f"; the candidates within {report['rescore_gap']:g} of a span's best score are scored exactly by "
             "encoding their names (`rescore_gap`)" if report.get("rescore_gap") is not None else "") + "." + (
             _threshold_sentence(report, cal) if cal else "") + annotated, "",

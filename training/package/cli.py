@@ -43,7 +43,8 @@ def package_default(
     output: Path = typer.Option(..., "--output", "-o", help="Pipeline folder to write. An earlier package there is "
                                 "replaced; any other non-empty folder only with --overwrite."),
     probe: ProbeOption = None,
-    pq_m: int = typer.Option(64, "--pq-m", help="Bytes per name of the PQ index."),
+    pq_m: int = typer.Option(128, "--pq-m", help="Sub-quantisers of the PQ index (codes of --pq-bits each)."),
+    pq_bits: int = typer.Option(4, "--pq-bits", help="Bits per PQ code: 4 is searched by FAISS's fast-scan kernels."),
     reuse_exact: bool = typer.Option(False, "--reuse-exact-index", help="Load the exact index from --exact-index "
                                      "when it is there (fingerprints checked) instead of encoding the KB again."),
     exact_index: Optional[Path] = typer.Option(None, "--exact-index", help="Also save the exact (flat) index "
@@ -60,6 +61,7 @@ def package_default(
             mentions = _probe_mentions(probe)
             extra = card.read_text(encoding="utf-8") if card else ""
             report = build_default_pipeline(ner, model, kb, output, probe_mentions=mentions, pq_m=pq_m,
+                                            pq_bits=pq_bits,
                                             card_extra=extra, exact_index=exact_index, reuse_exact=reuse_exact,
                                             overwrite=overwrite)
         except OSError as err:  # a folder that cannot be read or written is the user's to fix, as bad input is
@@ -109,6 +111,10 @@ def package_kb(
     overwrite: SwapOverwriteOption = False,
     threshold: ThresholdOption = None,
     threshold_reason: ThresholdReasonOption = "",
+    pq_m: Optional[int] = typer.Option(None, "--pq-m", help="Sub-quantisers of the new PQ index (default: the "
+                                       "package's)."),
+    pq_bits: Optional[int] = typer.Option(None, "--pq-bits", help="Bits per code of the new PQ index (default: "
+                                          "the package's; 4 is searched by FAISS's fast-scan kernels)."),
 ) -> None:
     """Swap the KB (and index) of a packaged default pipeline; its encoder and NER stay byte for byte. With
     --calibrate-on the threshold becomes the calibration's high-precision one, unless --threshold sets another."""
@@ -122,7 +128,8 @@ def package_kb(
         report = replace_kb(pipeline, kb, output, exact_index=exact_index, reuse_exact=reuse_exact,
                             calibrate_on=calibrate_on, min_precision=min_precision,
                             kb_description=kb_description, probe_mentions=mentions, card_extra=extra,
-                            overwrite=overwrite, threshold=threshold, threshold_reason=threshold_reason)
+                            overwrite=overwrite, threshold=threshold, threshold_reason=threshold_reason,
+                            index_params={k: v for k, v in (("pq_m", pq_m), ("pq_bits", pq_bits)) if v is not None})
     typer.echo(json.dumps(report, indent=1))
 
 

@@ -3,7 +3,7 @@
 A new KB (``sapbert kb-add-mentions`` adds the training mentions to mesh-medic) changes what
 the linker searches, not how it encodes: this loads the earlier package, encodes the new KB's
 names with the package's own (float16) encoder, builds the index kind the package had (same
-parameters) and writes the package again (atomically, with the model card); the other
+parameters, but those ``index_params`` gives) and writes the package again (atomically, with the model card); the other
 components are copied byte for byte and so is the encoder's folder.
 
 The score calibration was fitted on the previous KB's scores (against a KB with more names they
@@ -38,13 +38,14 @@ PathLike = Union[str, Path]
 def replace_kb(pipeline: PathLike, kb_path: PathLike, output: PathLike, *, exact_index: Optional[PathLike] = None,
                reuse_exact: bool = False, calibrate_on: Optional[PathLike] = None, min_precision: float = 0.95,
                kb_description: Optional[str] = None, probe_mentions: Sequence[str] = (), card_extra: str = "",
-               overwrite: bool = False, threshold: Optional[float] = None, threshold_reason: str = ""
-               ) -> Dict[str, Any]:
+               overwrite: bool = False, threshold: Optional[float] = None, threshold_reason: str = "",
+               index_params: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
     """Write ``pipeline`` with its linker searching ``kb_path`` to ``output`` (which may be ``pipeline``).
     With ``exact_index``, the exact (flat) index of the new KB is saved there too, or loaded from
     there with ``reuse_exact`` when it is one of this encoder and KB (fingerprints checked);
     ``probe_mentions`` measure the compact index against it, as ``package-default`` does; ``threshold``
-    becomes the linker's default (:func:`~.build.set_default_threshold`)."""
+    becomes the linker's default (:func:`~.build.set_default_threshold`); ``index_params`` replace the previous
+    index's parameters of those names (``pq_m``, ``pq_bits``)."""
     import spacy
 
     from spacy_sapbert.kb.knowledge_base import KnowledgeBase
@@ -67,13 +68,20 @@ def replace_kb(pipeline: PathLike, kb_path: PathLike, output: PathLike, *, exact
     kb = KnowledgeBase.from_jsonl(kb_path)
     exact = exact_index_for(kb, encoder, exact_index, reuse_exact, overwrite)
     kind, params = previous.manifest["kind"], dict(previous.manifest.get("params") or {})
+    if index_params and kind == "flat":
+        raise InputError(f"the package's index is flat: it takes no parameters, got {sorted(index_params)}",
+                         field="index_params")
+    params.update(index_params or {})
     compact = exact if kind == "flat" else exact.convert(kind, **params)
     if probe_mentions:
         report["pq_vs_exact"] = agreement(exact, compact, encoder.encode(list(dict.fromkeys(probe_mentions))))
     calibration = linker.calibration
-    stale_calibration = calibration is not None
+    # fitted on the scores of another KB; the same KB in a new index keeps its exactly re-scored best candidates
+    stale_calibration = calibration is not None and previous.kb_fingerprint != exact.kb_fingerprint
     linker.use(encoder, kb, compact)
     linker.calibration = calibration
+    if stale_calibration or calibration is None:
+        report.pop("calibration", None)  # measured on the previous KB's scores (or there is none)
     if calibrate_on is not None:
         report["calibration"] = _recalibrate(nlp, calibrate_on, min_precision)
         stale_calibration = False
@@ -105,8 +113,7 @@ def _carried_report(build_file: Path, kb_path: PathLike, kb_description: Optiona
     """The package's build report, less what belonged to the previous KB or to the package as written."""
     report = {k: v for k, v in json.loads(build_file.read_text(encoding="utf-8")).items()
               if k not in (MARKER_KEY, "size_mb", "components_mb")}
-    for stale in ("calibration", "pq_vs_exact"):  # the previous KB's: measured again, or left out
-        report.pop(stale, None)
+    report.pop("pq_vs_exact", None)  # the previous index's: measured again, or left out
     report.setdefault("encoder_pairs_kb", report.get("kb"))  # the KB whose synonyms trained the encoder
     report["kb_description"] = kb_description or f"read from {Path(kb_path).name}"
     return report
