@@ -4,8 +4,7 @@ Each variant is the embedded default pipeline (tokenizer → NER → abbreviatio
 its NER components replaced by those of a trained NER pipeline (``--variant LABEL=FOLDER``;
 ``LABEL=default`` keeps the shipped NER), or a whole saved pipeline as it is
 (``--variant LABEL=pipeline:FOLDER``: the default before and after a change, say), or the default with
-its NER in another precision (``--variant LABEL=precision:float32``; ``default`` is ``auto``: int8 on an
-x86 CPU without native bf16). Every round runs each variant over the same raw
+its NER in another precision (``--variant LABEL=precision:int8``). Every round runs each variant over the same raw
 documents, in turn, with and without the linker; the median of the rounds is reported, with the
 ratio against the first variant (the baseline). The machine is the same for all variants, so
 the ratios hold even when other work slows every round. The linker's candidate cache is cleared

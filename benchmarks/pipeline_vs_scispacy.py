@@ -5,13 +5,12 @@ The peer is spaCy's CNN NER (tok2vec + transition-based NER, the architecture of
 our NER uses: ``spacy project run ner-train-tok2vec``), scispaCy's abbreviation detector, and
 scispaCy's ``EntityLinker`` with its own defaults (k 30, threshold 0.7, at most 5 concepts, long
 forms for abbreviations) over its TF-IDF + HNSW index of the default's own KB (built once:
-:mod:`training.evaluation.scispacy_peer`). Ours is ``spacy_sapbert.load()`` as shipped (its NER's
-``precision: auto``: int8 on an x86 CPU without native bf16), and beside it the same pipeline with
-a float32 NER (``ours_float32``), so that what int8 gains and costs is measured in the same run.
+:mod:`training.evaluation.scispacy_peer`). Ours is ``spacy_sapbert.load()`` as shipped, and beside it the same pipeline with
+its NER in int8 (``ours_int8``, ``precision: int8``), so that what int8 gains and costs is measured in the same run.
 
 Every measurement is a fresh process: it imports spaCy, loads one pipeline (timed), runs it over
 every document of a PubTator file with ``nlp.pipe`` at the pipeline's own batch size (timed) and
-reports its peak RSS. Runs alternate (ours, ours_float32, peer, ours, …) and the median of ``--runs`` is kept;
+reports its peak RSS. Runs alternate (ours, ours_int8, peer, ours, …) and the median of ``--runs`` is kept;
 one more process per system scores its output with the ``sapbert ner-e2e`` table (NER strict,
 linked mentions, document-level concepts, per type, at the pipeline's own threshold). The
 machine's matrix-multiply peak is measured in the same run. Prints a table, writes JSON.
@@ -39,9 +38,9 @@ from typing import Any, Dict, List, Optional
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 logger = logging.getLogger("benchmark")
-SYSTEMS = ("ours", "ours_float32", "peer")
-FLOAT32_NER = {"components": {"sapbert_ner": {"precision": "float32"}}}
-"""``ours_float32``: the default with its NER in float32 (whatever ``auto`` picks on the machine)."""
+SYSTEMS = ("ours", "ours_int8", "peer")
+INT8_NER = {"components": {"sapbert_ner": {"precision": "int8"}}}
+"""``ours_int8``: the default with its NER's linear layers in int8 (:mod:`spacy_sapbert.encoding.int8`)."""
 PEER_PIPE = "peer_scispacy_linker"
 
 
@@ -65,7 +64,7 @@ def load_system(system: str, peer_ner: Path, peer_index: Path) -> Any:
     import spacy_sapbert
 
     if system.startswith("ours"):
-        return spacy_sapbert.load(config=FLOAT32_NER) if system == "ours_float32" else spacy_sapbert.load()
+        return spacy_sapbert.load(config=INT8_NER) if system == "ours_int8" else spacy_sapbert.load()
     from spacy.language import Language
 
     @Language.factory(PEER_PIPE, default_config={"index": ""})
@@ -246,7 +245,7 @@ def measure_corpus(args: argparse.Namespace, corpus: Path) -> Dict[str, Any]:
     row["ours_compute"] = {part: dict(spent[part], fraction_of_peak=round(
         spent[part]["gflops"] / matmul_peak_of_dtype(args.peak, spent[part]["dtype"]), 3)) for part in ("ner", "encoder")}
     row["docs_per_s_ratio"] = round(row["ours_docs_per_s"] / row["peer_docs_per_s"], 3)
-    row["float32_docs_per_s_ratio"] = round(row["ours_float32_docs_per_s"] / row["peer_docs_per_s"], 3)
+    row["int8_docs_per_s_ratio"] = round(row["ours_int8_docs_per_s"] / row["peer_docs_per_s"], 3)
     return row
 
 
@@ -262,8 +261,8 @@ def print_table(result: Dict[str, Any]) -> None:
             print(f"| {row['corpus']} | {system} | {row[f'{system}_docs_per_s']:.2f} | "
                   f"{row[f'{system}_mentions_per_s']:.1f} | {row[f'{system}_load_s']:.2f} | "
                   f"{row[f'{system}_peak_rss_mb']:.0f} | " + " | ".join(cells) + " |")
-        print(f"ours / peer docs/s on {row['corpus']}: {row['docs_per_s_ratio']:.2f}x (with a float32 NER: "
-              f"{row['float32_docs_per_s_ratio']:.2f}x)")
+        print(f"ours / peer docs/s on {row['corpus']}: {row['docs_per_s_ratio']:.2f}x (with an int8 NER: "
+              f"{row['int8_docs_per_s_ratio']:.2f}x)")
         for part, spent in row["ours_compute"].items():
             print(f"  ours, {part}: {spent['gflop']:.1f} GFLOP in {spent['seconds']:.2f} s = {spent['gflops']:.1f} GFLOP/s "
                   f"({spent['fraction_of_peak']:.0%} of the {spent['dtype']} matmul peak)")

@@ -1,4 +1,4 @@
-"""Dynamic int8 inference: the ``int8`` precision of the NER on a CPU.
+"""Dynamic int8 inference: the ``int8`` precision of the NER on a CPU (an option: ``auto`` does not pick it).
 
 A CPU without native bf16 (AVX2 only, no AMX / AVX512-BF16) computes the models in float32.
 There, int8 matrix multiplies (fbgemm) run ``nn.Linear`` layers faster: each weight matrix is
@@ -9,8 +9,10 @@ outliers that a per-tensor activation scale loses.
 
 Measured on 2 AMD EPYC cores (AVX2), the embedded default's NER on 200 BC5CDR dev abstracts: 14.0 s
 in float32, 11.1 s in int8 (10.3 s with the feed-forward outputs quantised too); strict NER F1 on
-BC5CDR dev 88.34 → 88.33 (88.08 with them), NCBI test 82.00 → 81.89 (82.25). The linker's encoder
-stays float32: under int8 its vectors moved to cosine 0.95-0.97 of float32's, too far for linking.
+BC5CDR dev 88.34 → 88.33 (88.08 with them), NCBI test 82.00 → 81.89 (82.25). Through the whole
+pipeline (``sapbert ner-e2e``) int8 cost 0.05-0.22 F1, and fresh processes annotating BC5CDR dev ran
+no faster (10.31 against 10.43 documents/s, medians of 3), so ``auto`` stays float32 there. The linker's
+encoder stays float32: under int8 its vectors moved to cosine 0.95-0.97 of float32's, too far for linking.
 
 Quantised layers hold no float weights, so a model is quantised only where it is used for
 inference; saving reads the float weights from its files again (the NER pipe's ``to_disk``).
@@ -40,14 +42,6 @@ def quantize_linears(model: Any) -> Any:
         for category in (UserWarning, DeprecationWarning, FutureWarning):
             warnings.filterwarnings("ignore", message=r".*(quantiz|torchao).*", category=category)
         return quantize_dynamic(model, spec, inplace=True)
-
-
-def int8_engine() -> bool:
-    """True where torch quantises with fbgemm (``x86``/``fbgemm``: x86 CPUs), whose per-channel int8
-    layers were measured here; ARM's qnnpack was not, so ``auto`` does not pick int8 there."""
-    import torch
-
-    return torch.backends.quantized.engine in ("x86", "fbgemm")
 
 
 def is_quantized(model: Any) -> bool:

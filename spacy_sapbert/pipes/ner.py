@@ -70,7 +70,7 @@ class TransformerNER(Pipe):
         (whose config may still name the folder the pipe was created from) reads only its own copy."""
 
     def _load(self, folder: Path) -> None:
-        from spacy_sapbert.encoding.int8 import INT8, int8_engine, quantize_linears
+        from spacy_sapbert.encoding.int8 import INT8, quantize_linears
         from spacy_sapbert.util.devices import auto_precision, check_dtype, resolve_device
 
         for name in MODEL_FILES + (GAZETTEER_FILE,):
@@ -89,9 +89,8 @@ class TransformerNER(Pipe):
                              f"{settings['n_features']}", folder / GAZETTEER_FILE)
         device = resolve_device(self.cfg["device"])
         dtype = check_dtype(self.cfg["precision"], "precision", int8=True)
-        if dtype == "auto":  # int8 on an x86 CPU without native bf16: 1.27x faster, F1 within 0.2 (int8.py)
+        if dtype == "auto":  # not int8: its NER gain did not show in whole-pipeline runs, its F1 cost did (int8.py)
             dtype = auto_precision(device)
-            dtype = INT8 if dtype == "float32" and device == "cpu" and int8_engine() else dtype
         if dtype == INT8 and device != "cpu":
             logger.warning("%s: int8 runs on CPU only; tagging in float32 on %s", self.name, device)
             dtype = "float32"
