@@ -205,5 +205,5 @@ def promote_rows(scores: np.ndarray, found: np.ndarray, promoted: Sequence[Optio
     return scores, found
 
 
-__all__ = ["FAST_SCAN_BITS", "INDEX_KINDS", "blas_distances", "check_kind", "configure_search", "faiss_module", "make_faiss_index",
-           "plain_search", "pq_searcher", "promote_rows", "rerank_exact"]
+__all__ = ["FAST_SCAN_BITS", "INDEX_KINDS", "blas_distances", "check_kind", "configure_search", "faiss_module",
+           "make_faiss_index", "plain_search", "pq_searcher", "promote_rows", "rerank_exact"]

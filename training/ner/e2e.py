@@ -254,7 +254,7 @@ def run_e2e(ner_model: PathLike, bc5cdr_dev: Optional[PathLike], ncbi_test: Opti
         results.append(evaluate_e2e(nlp, list(read_pubtator(corpus)), label_map, labels, name=name,
                                     thresholds=thresholds))
         tagging = getattr(nlp.get_pipe(NER_PIPE), "tagging", None) if NER_PIPE in nlp.pipe_names else None
-        if tagging is not None:  # what `precision: auto` chose on this machine (int8 on x86 without bf16)
+        if tagging is not None:  # what the NER computed in here (`precision: auto` depends on the machine)
             ner_precision = tagging.dtype
     if output is not None:
         path = Path(output)

@@ -33,7 +33,7 @@ from spacy_sapbert.encoding.modelfiles import TOKENIZER_FILES
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.linking.rerank.inputs import MentionContext, PairEncoder, candidate_text
 from spacy_sapbert.linking.rerank.settings import SETTINGS_FILE, RerankerSettings
-from spacy_sapbert.util.devices import DTYPE_ALIASES, check_dtype, cpu_has_native_bf16, resolve_device
+from spacy_sapbert.util.devices import DTYPE_ALIASES, auto_precision, check_dtype, resolve_device
 from spacy_sapbert.util.jsonfile import read_json_object
 
 logger = logging.getLogger(__name__)
@@ -133,8 +133,7 @@ class Reranker:
         device = resolve_device(device)
         key = check_dtype(dtype)
         if key == "auto":
-            key = "float16" if device.startswith("cuda") else (
-                "bfloat16" if device == "cpu" and cpu_has_native_bf16() else "float32")
+            key = auto_precision(device)
         if key == "float16" and not device.startswith("cuda"):
             logger.warning("float16 is used on GPU only; scoring in float32 on %s", device)
             key = "float32"
