@@ -101,7 +101,8 @@ def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") ->
         NER_CARD[report.get("ner_pipe", "ner")] + (
             f" Its encoder keeps the first {report['ner_layers']} layers." if report.get("ner_layers") else "") + (
             " Its word-piece table, kept frozen in training, is the linker encoder's and is stored once."
-            if report.get("ner_shares_word_embeddings") else "") + _teacher_sentence(report.get("ner_teacher")),
+            if report.get("ner_shares_word_embeddings") else "") + _dev_gold_sentence(report.get("ner_trained_on_dev"))
+        + _teacher_sentence(report.get("ner_teacher")),
         *dictionary,
         "- `abbreviation_entities`: scispaCy's AbbreviationDetector; short forms take their long form's label, and "
         "the linker links the long form.",
@@ -149,8 +150,27 @@ def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") ->
                   "`threshold = null` links every span.", ""]
     if extra:
         lines += [extra.strip(), ""]
-    lines += ["## Licences", "", LICENCES, ""]
+    lines += ["## Licences", "", _licences(report.get("ner_trained_on_dev") or []), ""]
     return "\n".join(lines)
+
+
+def _licences(dev_gold: List[str]) -> str:
+    """The licence table, with a row for each dev split whose gold the NER learnt from."""
+    rows = [f"| NER | {DEV_PARTS.get(part, part)} (gold and the teacher's labels) | {DEV_LICENCES.get(part, 'as its train split')} |" for part in dev_gold]
+    return "\n".join([LICENCES, *rows])
+
+
+DEV_PARTS = {"ncbi_dev": "NCBI disease dev"}
+"""The names of the dev parts a NER may learn from (``distil.py --train-on``), for the card."""
+DEV_LICENCES = {"ncbi_dev": "public domain (US Government work)"}
+
+
+def _dev_gold_sentence(parts: Any) -> str:
+    """The card's word on dev gold the NER learnt from: that split is then no measure of the NER."""
+    if not parts:
+        return ""
+    return (f" It also learnt from the gold of {', '.join(DEV_PARTS.get(p, p) for p in parts)} (`--train-on`), "
+            "so no figure of this card is measured there.")
 
 
 def _teacher_sentence(teacher: Any) -> str:

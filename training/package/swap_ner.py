@@ -13,7 +13,7 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 from spacy_sapbert.errors import InputError
 
@@ -47,6 +47,32 @@ def ner_teacher(settings_file: Path) -> Optional[Dict[str, Any]]:
     return found
 
 
+RUN_SETTINGS = ("batch_size", "device", "precision")
+"""How a packaged NER runs (not what it learnt): a swap keeps the pipeline's own (b3c26af chose 4 windows a batch)."""
+
+
+def kept_settings(nlp: Any, ner: PathLike) -> Dict[str, Any]:
+    """Config overrides that give the NER from ``ner`` the run settings its namesake in ``nlp`` has."""
+    import spacy
+
+    incoming = spacy.util.load_config(Path(ner) / "config.cfg")["components"]
+    overrides: Dict[str, Any] = {}
+    for name in nlp.pipe_names:
+        if name not in NER_PIPES or name not in incoming:
+            continue
+        own = nlp.config["components"][name]
+        kept = {key: own[key] for key in RUN_SETTINGS if key in own and key in incoming[name]}
+        overrides.update({f"components.{name}.{key}": value for key, value in kept.items()})
+    return overrides
+
+
+def ner_dev_gold(settings_file: Path) -> List[str]:
+    """The dev parts whose gold the NER learnt from (``distil.py --train-on``), as its ``tagger.json`` says."""
+    if not settings_file.is_file():
+        return []
+    return list(json.loads(settings_file.read_text(encoding="utf-8")).get("training", {}).get("trained_on_dev", []))
+
+
 def replace_ner(pipeline: PathLike, ner: PathLike, output: PathLike, card_extra: str = "",
                 overwrite: bool = False, threshold: Optional[float] = None,
                 threshold_reason: str = "") -> Dict[str, Any]:
@@ -65,7 +91,7 @@ def replace_ner(pipeline: PathLike, ner: PathLike, output: PathLike, card_extra:
     build = json.loads(build_file.read_text(encoding="utf-8"))
     report = {k: v for k, v in build.items() if k not in (MARKER_KEY, "size_mb", "components_mb")}
     nlp = spacy.load(pipeline)
-    source = spacy.load(ner)
+    source = spacy.load(ner, config=kept_settings(nlp, ner))
     new = [name for name in source.pipe_names if name in NER_COMPONENTS]
     if not any(name in NER_PIPES for name in new):
         raise InputError(f"not a NER pipeline (no {' or '.join(repr(n) for n in NER_PIPES)} component)", ner)
@@ -76,7 +102,7 @@ def replace_ner(pipeline: PathLike, ner: PathLike, output: PathLike, card_extra:
         nlp.add_pipe(name, source=source, **({"first": True} if previous is None else {"after": previous}))
         previous = name
     report.update({"ner_pipe": next(n for n in new if n in NER_PIPES), "ner": str(ner)})
-    for key in ("ner_layers", "ner_shares_word_embeddings", "ner_teacher"):  # the earlier NER's, not this one's
+    for key in ("ner_layers", "ner_shares_word_embeddings", "ner_teacher", "ner_trained_on_dev"):  # the earlier NER's
         report.pop(key, None)
     if "sapbert_ner" in new:
         pipe = nlp.get_pipe("sapbert_ner")
@@ -84,6 +110,7 @@ def replace_ner(pipeline: PathLike, ner: PathLike, output: PathLike, card_extra:
         pipe.nlp = nlp  # it came from `source`: the table it may share is this pipeline's linker's
         report["ner_shares_word_embeddings"] = pipe.share_word_embeddings("sapbert_linker")
         report["ner_teacher"] = ner_teacher(Path(ner) / "sapbert_ner" / "tagger.json")
+        report["ner_trained_on_dev"] = ner_dev_gold(Path(ner) / "sapbert_ner" / "tagger.json")
     set_default_threshold(nlp, report, threshold, threshold_reason)
     report["ner_swap_seconds"] = round(time.perf_counter() - started, 1)
     write_pipeline(nlp, report, output, card_extra, overwrite, keep_from=pipeline,

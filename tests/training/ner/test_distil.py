@@ -193,3 +193,56 @@ def test_a_gold_part_teaches_its_own_labels_and_leaves_the_others_open(corpus, t
     with pytest.raises(SystemExit, match="do not say which labels"):  # inputs cut without parts.json
         distil.main(["--encoder", str(tiny_bert), "--inputs", str(corpus["inputs"]), "--soft-labels",
                      str(corpus["soft"]), "--output", str(tmp_path / "old"), "--gold-part", "text", "--device", "cpu"])
+
+
+def test_a_later_dev_part_can_teach_and_then_is_not_scored(tmp_path, tiny_bert):
+    """``--train-on ncbi_dev``: a dev part that is not reported (NCBI dev, when BC5CDR dev and NCBI test
+    are) learnt from as a train part, gold and teacher; the first dev part still chooses the epoch."""
+    from safetensors.numpy import save_file
+
+    nlp = spacy.blank("en", config=TOKENIZER_CONFIG)
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    sizes = {"train": 8, "dev": 4, "more": 24}  # train never tags "Acid"; the extra dev part does
+    DocBin(docs=_docs(nlp, sizes["train"], "disease")).to_disk(folder / "train.spacy")
+    for name in ("dev", "more"):
+        DocBin(docs=_docs(nlp, sizes[name], "all")).to_disk(folder / f"{name}.spacy")
+    kb = write_jsonl([Concept("D1", "kidney failure", [], ["Disease"]), Concept("C1", "salt", [], ["Chemical"])],
+                     tmp_path / "kb.jsonl.gz")
+    parts = ["train:train=train.spacy", "dev:dev=dev.spacy", "dev:more=more.spacy"]
+    inputs = tmp_path / "inputs.safetensors"
+    data = write_teacher_inputs(folder, parts, tiny_bert, [kb], inputs, max_pieces=32, overlap=8)["data"]
+    tensors = {}
+    for name, n in sizes.items():  # the teacher's rows are never read: distillation weight 0
+        tags = [t for doc in _docs(nlp, n, "all") for t in SCHEME.gold(doc)]
+        tensors.update({f"{name}/probs": np.full((len(tags), len(SCHEME)), 0.2, dtype=np.float16),
+                        f"{name}/doc_offsets": np.arange(0, 6 * n + 1, 6, dtype=np.int64)})
+    roles = [{"name": p.split(":")[1].split("=")[0], "role": p.split(":")[0], "file": p.split("=")[1]} for p in parts]
+    save_file(tensors, str(tmp_path / "soft.safetensors"),
+              metadata={"format": "1", "tags": json.dumps(list(SCHEME.tags)), "parts": json.dumps(roles), "data": data,
+                        "teacher": "tiny-teacher", "training": json.dumps({"seeds": 1})})
+
+    def run(name, *extra):
+        distil.main(["--encoder", str(tiny_bert), "--inputs", str(inputs), "--soft-labels",
+                     str(tmp_path / "soft.safetensors"), "--output", str(tmp_path / name), "--layers", "0",
+                     "--epochs", "6", "--batch-size", "8", "--lr", "1e-3", "--head-lr", "1e-2", "--warmup-steps", "0",
+                     "--distil-weight", "0.0", "--device", "cpu", *extra])
+        return json.loads((tmp_path / name / distil.LOG_FILE).read_text())
+
+    taught = run("taught", "--train-on", "more")
+    assert taught["trained_on_dev"] == ["more"] and taught["best"]["dev"]["dev"]["f"] > 90
+    assert set(taught["best"]["dev"]) == {"dev"}  # a part learnt from is no longer scored
+    alone = run("alone")
+    assert alone["trained_on_dev"] == [] and alone["best"]["dev"]["dev"]["f"] < 70
+    assert set(alone["best"]["dev"]) == {"dev", "more"}
+    for wrong in ("dev", "train"):  # the choosing part, a part that is not dev
+        with pytest.raises(SystemExit, match="only dev parts after the first"):
+            run(f"wrong-{wrong}", "--train-on", wrong)
+    from spacy_sapbert.training.package.card import _dev_gold_sentence, _licences
+    from spacy_sapbert.training.package.swap_ner import ner_dev_gold
+
+    assert ner_dev_gold(tmp_path / "taught" / "model" / "tagger.json") == ["more"]  # what package-ner records
+    assert ner_dev_gold(tmp_path / "alone" / "model" / "tagger.json") == []
+    assert "the gold of NCBI disease dev (`--train-on`)" in _dev_gold_sentence(["ncbi_dev"])
+    assert _dev_gold_sentence([]) == "" and _licences([]).count("\n") + 1 == _licences(["ncbi_dev"]).count("\n")
+    assert _licences(["ncbi_dev"]).endswith("| NER | NCBI disease dev (gold and the teacher's labels) | public domain (US Government work) |")

@@ -51,6 +51,11 @@ def test_replace_ner_keeps_the_linker_and_records_the_new_ner(ner_pipeline, tmp_
     assert build["sapbert_package"] and build["ner"] == str(ner_pipeline)
     assert "sapbert_ner" in build["components_mb"] and "tok2vec" not in build["components_mb"]
     assert "`sapbert_ner`" in (out / "README.md").read_text()
+    # how the NER runs is the package's (4 windows a batch, chosen for speed and memory), not the new model's 16
+    shipped = spacy.util.load_config(Path(DEFAULT_PIPELINE) / "config.cfg")["components"]["sapbert_ner"]
+    assert spacy.util.load_config(ner_pipeline / "config.cfg")["components"]["sapbert_ner"]["batch_size"] == 16
+    assert nlp.config["components"]["sapbert_ner"]["batch_size"] == shipped["batch_size"] == 4
+    assert nlp.get_pipe("sapbert_ner").cfg["batch_size"] == 4
 
 
 def test_replace_ner_sets_a_new_default_threshold_and_the_card_keeps_the_high_precision_one(ner_pipeline, tmp_path):

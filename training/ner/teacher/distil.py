@@ -14,7 +14,8 @@ data digest), and model, optimiser groups, schedule and loss are the trainer's o
 ``distil_weight`` × cross-entropy against the teacher + the rest × cross-entropy against the gold tags
 of the ``train`` parts; on ``unlabelled`` parts the teacher alone, unless ``--gold-part`` names one:
 then its own annotation teaches too, with partial labels where the part leaves labels open (the
-per-corpus ablation of issue 31). After each epoch the first ``dev``
+per-corpus ablation of issue 31). ``--train-on`` turns a later ``dev`` part into training data (NCBI
+dev, when the figures reported are BC5CDR dev's and NCBI test's). After each epoch the first ``dev``
 part is tagged (argmax, strict spans) and the best epoch is kept. Written: ``DIR/model`` (float16,
 without the word-piece table, which stays frozen and is the encoder's) and ``DIR/distil_log.json``;
 ``sapbert ner-student-export`` makes the pipeline folder ``ner-train`` would have written.
@@ -52,12 +53,19 @@ SHARED_FROM = "sapbert_linker"
 class Corpus:
     """The inputs' windows with, per part, the gold tags (``train`` parts and ``gold_parts``) and the teacher's rows."""
 
-    def __init__(self, inputs: Inputs, soft: SoftLabels, gold_parts: Sequence[str] = ()) -> None:
+    def __init__(self, inputs: Inputs, soft: SoftLabels, gold_parts: Sequence[str] = (),
+                 train_on: Sequence[str] = ()) -> None:
         if inputs.metadata.get("data") != soft.data:
             raise ValueError(f"the inputs were cut from corpus files {inputs.metadata.get('data')}, the soft labels "
                              f"from {soft.data}: cut the student's inputs from the teacher's corpus folder")
         soft.check_tags(inputs.tags)
         self.inputs, self.roles = inputs, {p["name"]: p["role"] for p in inputs.parts}
+        dev = [name for name, role in self.roles.items() if role == "dev"]
+        if any(name not in dev[1:] for name in train_on):  # the first dev part chooses the epoch: never learnt
+            raise SystemExit(f"--train-on {list(train_on)}: only dev parts after the first can be learnt from "
+                             f"(the inputs' dev parts: {dev}; {dev[:1]} chooses the best epoch)")
+        self.roles.update({name: "train" for name in train_on})
+        self.train_on = list(train_on)
         unlabelled = [name for name, role in self.roles.items() if role == "unlabelled"]
         gold_parts = unlabelled if "all" in gold_parts else list(gold_parts)
         wrong = [name for name in gold_parts if name not in unlabelled]
@@ -72,7 +80,7 @@ class Corpus:
         self.soft: Dict[str, torch.Tensor] = {}
         self.open: Dict[str, torch.Tensor] = {}
         for part in inputs.parts:
-            name, role = part["name"], part["role"]
+            name, role = part["name"], self.roles[part["name"]]
             gold = inputs.get(name, "gold").long()
             self.gold[name] = gold if role == "train" or name in gold_parts else torch.full_like(gold, IGNORE)
             self.soft[name] = torch.from_numpy(soft.part(name, len(gold)))
@@ -134,7 +142,7 @@ def distil(args: argparse.Namespace) -> Dict:
     torch.manual_seed(args.seed)
     inputs = Inputs(Path(args.inputs))
     teacher = SoftLabels(args.soft_labels)
-    corpus = Corpus(inputs, teacher, args.gold_part)
+    corpus = Corpus(inputs, teacher, args.gold_part, args.train_on)
     model, _ = tagger_model.from_encoder(Path(args.encoder), inputs.tags, inputs.n_features, layers=args.layers)
     model.dropout.p = args.dropout
     model.encoder.embeddings.word_embeddings.weight.requires_grad = False
@@ -183,7 +191,7 @@ def distil(args: argparse.Namespace) -> Dict:
     record = {"base_model": str(args.encoder), "layers": args.layers, "epochs": args.epochs, "batch_size": args.batch_size,
               "epochs_run": len(history), "lr": args.lr, "head_lr": args.head_lr, "weight_decay": args.weight_decay,
               "warmup_steps": args.warmup_steps, "distil_weight": args.distil_weight, "dropout": args.dropout,
-              "seed": args.seed, "gold_parts": corpus.gold_parts, "freeze_embeddings": True, "teacher": str(args.soft_labels),
+              "seed": args.seed, "gold_parts": corpus.gold_parts, "trained_on_dev": corpus.train_on, "freeze_embeddings": True, "teacher": str(args.soft_labels),
               **teacher.provenance([name for name, role in corpus.roles.items() if role == "unlabelled"]),
               "gazetteer_names": inputs.metadata.get("gazetteer_names"),
               "best": {"epoch": best["epoch"], "dev": best["dev"]}, "history": history,
@@ -213,6 +221,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--gold-part", action="append", default=[],
                     help="An unlabelled part whose own annotation teaches too (partial labels where it leaves labels "
                          "open); repeat for several, 'all' for every one. Default: the teacher alone there.")
+    ap.add_argument("--train-on", action="append", default=[],
+                    help="A dev part (not the first, which chooses the best epoch) whose gold and teacher rows teach "
+                         "as the train parts' do, e.g. ncbi_dev when only BC5CDR dev and NCBI test are reported; "
+                         "its scores in the log are then training scores.")
     ap.add_argument("--max-windows", type=int, default=0,
                     help="Learn from this many windows drawn at random (0: all): a quick check of a set-up.")
     return ap
