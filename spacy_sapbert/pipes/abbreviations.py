@@ -84,6 +84,43 @@ def short_form_entities(doc: Doc, ents: Iterable[Span], labels: Optional[Collect
     return found
 
 
+def other_number(short: str) -> Optional[str]:
+    """The short form in the other grammatical number: "VSDs" → "VSD", "NSAID" → "NSAIDs"; None when the
+    form is no plural of capitals ("MS", "Hs", "Ca") nor a run of capitals that can take one."""
+    if len(short) >= 3 and short.endswith("s") and short[-2].isupper() and short[:-1].isalnum():
+        return short[:-1]
+    if len(short) >= 2 and short[-1].isupper() and short.isalnum():
+        return short + "s"
+    return None
+
+
+def add_number_variants(doc: Doc) -> None:
+    """Add to ``doc._.abbreviations`` each token that is a detected short form in the other number
+    ("ventricular septal defects (VSDs)", then "a VSD"), with the same long form. scispaCy's detector
+    matches the defined form only; BC5CDR dev has 38 such uses (VSD, NSAID, SSRI, ND-NMBA…)."""
+    found = [short for short in doc._.abbreviations or [] if isinstance(short, Span)]
+    if not found:
+        return
+    taken = {(short.start, short.end) for short in found}
+    long_forms: Dict[str, Span] = {}
+    for short in found:
+        variant = other_number(short.text)
+        if variant is not None and isinstance(short._.long_form, Span):
+            long_forms.setdefault(variant, short._.long_form)
+    if not long_forms:
+        return
+    known = {short.text for short in found}
+    for token in doc:
+        long_form = long_forms.get(token.text)
+        if long_form is None or token.text in known or (token.i, token.i + 1) in taken:
+            continue
+        if long_form.start <= token.i < long_form.end:
+            continue
+        span = doc[token.i:token.i + 1]
+        span._.long_form = long_form
+        doc._.abbreviations.append(span)
+
+
 def with_short_forms(ents: Iterable[Span], found: Sequence[Span]) -> List[Span]:
     """``ents`` with the short forms ``found`` in, each replacing the entities it overlaps: the
     detector's pairing in the same text is better evidence than a prediction over the short form."""
@@ -125,6 +162,7 @@ class AbbreviationEntities:
                 # scispaCy runs a matcher that is empty when no abbreviation is defined (W036).
                 warnings.filterwarnings("ignore", message=r".*\[W036\]")
                 self.detector(doc)
+            add_number_variants(doc)
         found = short_form_entities(doc, doc.ents, self.label_filter)
         if found:
             doc.ents = with_short_forms(doc.ents, found)

@@ -277,6 +277,27 @@ def test_abbreviation_entities_label_short_forms_like_their_long_form():
     assert pipe.pipe_names[-1] == "abbreviation_entities"
 
 
+def test_a_short_form_in_the_other_number_takes_the_same_long_form():
+    """"septal defects (VSDs)" then "a VSD"; "(NSAID)" then "NSAIDs": scispaCy's detector finds only the form
+    defined, so the other one lost its long form (the linker then linked "VSD" alone: VISCERAL MYOPATHY)."""
+    from spacy_sapbert.pipes.abbreviations import abbreviation_pairs, other_number
+
+    assert [other_number(s) for s in ("VSDs", "NSAID", "MS", "Hs", "Ca", "IL-2", "ND-NMBAs")] == \
+        ["VSD", "NSAIDs", "MSs", None, None, None, None]
+    pipe = scispacy_blank(split_hyphens=True)
+    ruler = pipe.add_pipe("entity_ruler")
+    ruler.add_patterns([{"label": "DISEASE", "pattern": "ventricular septal defects"},
+                        {"label": "CHEMICAL", "pattern": "nonsteroidal anti-inflammatory drug"}])
+    pipe.add_pipe("abbreviation_entities")
+    doc = pipe("They had ventricular septal defects (VSDs) after a nonsteroidal anti-inflammatory drug (NSAID). "
+               "A VSD was closed; two NSAIDs and an NSAID were stopped.")
+    pairs = [(short.text, long_text) for short, long_text in abbreviation_pairs(doc)]
+    assert ("VSD", "ventricular septal defects") in pairs and ("NSAIDs", "nonsteroidal anti-inflammatory drug") in pairs
+    assert pairs.count(("NSAID", "nonsteroidal anti-inflammatory drug")) == 2  # the definition and the later use, as before
+    ents = [(e.text, e.label_) for e in doc.ents]
+    assert ("VSD", "DISEASE") in ents and ("NSAIDs", "CHEMICAL") in ents
+
+
 def test_abbreviation_entities_leave_docs_without_abbreviations_alone():
     pipe = scispacy_blank()
     ruler = pipe.add_pipe("entity_ruler")
