@@ -35,8 +35,6 @@ def _docs(nlp, n, annotate):
 def corpus(tmp_path, tiny_bert):
     """train (gold without chemicals), unlabelled text, dev (full gold); inputs cut with the student's
     tokenizer; a teacher sure of both labels everywhere."""
-    from safetensors.numpy import save_file
-
     nlp = spacy.blank("en", config=TOKENIZER_CONFIG)
     folder = tmp_path / "corpus"
     folder.mkdir()
@@ -47,10 +45,20 @@ def corpus(tmp_path, tiny_bert):
     kb = write_jsonl([Concept("D1", "kidney failure", [], ["Disease"]), Concept("C1", "acid", [], ["Chemical"])],
                      tmp_path / "kb.jsonl.gz")
     parts = ["train:train=train.spacy", "unlabelled:text=text.spacy", "dev:dev=dev.spacy"]
+    inputs, soft = _inputs_and_teacher(tmp_path, folder, tiny_bert, kb, parts, {"train": 4, "text": 28, "dev": 4})
+    return {"folder": folder, "kb": kb, "inputs": inputs, "soft": soft, "nlp": nlp}
+
+
+def _inputs_and_teacher(tmp_path, folder, tiny_bert, kb, parts, sizes):
+    """The inputs cut from ``folder``'s ``parts`` (``sizes`` documents each) and a teacher sure of both
+    labels on every token (``soft.safetensors``)."""
+    from safetensors.numpy import save_file
+
+    nlp = spacy.blank("en", config=TOKENIZER_CONFIG)
     inputs = tmp_path / "inputs.safetensors"
     data = write_teacher_inputs(folder, parts, tiny_bert, [kb], inputs, max_pieces=32, overlap=8)["data"]
     tensors = {}
-    for name, n in (("train", 4), ("text", 28), ("dev", 4)):
+    for name, n in sizes.items():
         tags = [t for doc in _docs(nlp, n, "all") for t in SCHEME.gold(doc)]
         probs = np.zeros((len(tags), len(SCHEME)), dtype=np.float16)
         probs[np.arange(len(tags)), tags] = 1.0
@@ -59,7 +67,7 @@ def corpus(tmp_path, tiny_bert):
     save_file(tensors, str(tmp_path / "soft.safetensors"),
               metadata={"format": "1", "tags": json.dumps(list(SCHEME.tags)), "parts": json.dumps(roles), "data": data,
                         "teacher": "tiny-teacher", "training": json.dumps({"seeds": 2})})
-    return {"folder": folder, "kb": kb, "inputs": inputs, "soft": tmp_path / "soft.safetensors", "nlp": nlp}
+    return inputs, tmp_path / "soft.safetensors"
 
 
 def test_the_inputs_hold_the_windows_and_gold_ner_train_builds(corpus, tiny_bert, tmp_path):
@@ -198,8 +206,6 @@ def test_a_gold_part_teaches_its_own_labels_and_leaves_the_others_open(corpus, t
 def test_a_later_dev_part_can_teach_and_then_is_not_scored(tmp_path, tiny_bert):
     """``--train-on ncbi_dev``: a dev part that is not reported (NCBI dev, when BC5CDR dev and NCBI test
     are) learnt from as a train part, gold and teacher; the first dev part still chooses the epoch."""
-    from safetensors.numpy import save_file
-
     nlp = spacy.blank("en", config=TOKENIZER_CONFIG)
     folder = tmp_path / "corpus"
     folder.mkdir()
@@ -210,21 +216,11 @@ def test_a_later_dev_part_can_teach_and_then_is_not_scored(tmp_path, tiny_bert):
     kb = write_jsonl([Concept("D1", "kidney failure", [], ["Disease"]), Concept("C1", "salt", [], ["Chemical"])],
                      tmp_path / "kb.jsonl.gz")
     parts = ["train:train=train.spacy", "dev:dev=dev.spacy", "dev:more=more.spacy"]
-    inputs = tmp_path / "inputs.safetensors"
-    data = write_teacher_inputs(folder, parts, tiny_bert, [kb], inputs, max_pieces=32, overlap=8)["data"]
-    tensors = {}
-    for name, n in sizes.items():  # the teacher's rows are never read: distillation weight 0
-        tags = [t for doc in _docs(nlp, n, "all") for t in SCHEME.gold(doc)]
-        tensors.update({f"{name}/probs": np.full((len(tags), len(SCHEME)), 0.2, dtype=np.float16),
-                        f"{name}/doc_offsets": np.arange(0, 6 * n + 1, 6, dtype=np.int64)})
-    roles = [{"name": p.split(":")[1].split("=")[0], "role": p.split(":")[0], "file": p.split("=")[1]} for p in parts]
-    save_file(tensors, str(tmp_path / "soft.safetensors"),
-              metadata={"format": "1", "tags": json.dumps(list(SCHEME.tags)), "parts": json.dumps(roles), "data": data,
-                        "teacher": "tiny-teacher", "training": json.dumps({"seeds": 1})})
+    inputs, soft = _inputs_and_teacher(tmp_path, folder, tiny_bert, kb, parts, sizes)
 
     def run(name, *extra):
-        distil.main(["--encoder", str(tiny_bert), "--inputs", str(inputs), "--soft-labels",
-                     str(tmp_path / "soft.safetensors"), "--output", str(tmp_path / name), "--layers", "0",
+        distil.main(["--encoder", str(tiny_bert), "--inputs", str(inputs), "--soft-labels", str(soft),
+                     "--output", str(tmp_path / name), "--layers", "0",
                      "--epochs", "6", "--batch-size", "8", "--lr", "1e-3", "--head-lr", "1e-2", "--warmup-steps", "0",
                      "--distil-weight", "0.0", "--device", "cpu", *extra])
         return json.loads((tmp_path / name / distil.LOG_FILE).read_text())
