@@ -97,7 +97,7 @@ def other_number(short: str) -> Optional[str]:
 def add_number_variants(doc: Doc) -> None:
     """Add to ``doc._.abbreviations`` each token that is a detected short form in the other number
     ("ventricular septal defects (VSDs)", then "a VSD"), with the same long form. scispaCy's detector
-    matches the defined form only; BC5CDR dev has 38 such uses (VSD, NSAID, SSRI, ND-NMBA…)."""
+    matches the defined form only; BC5CDR dev has 38 such uses (VSD, NSAID, SSRI, EM…)."""
     found = [short for short in doc._.abbreviations or [] if isinstance(short, Span)]
     if not found:
         return

@@ -154,15 +154,16 @@ def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") ->
     return "\n".join(lines)
 
 
-def _licences(dev_gold: List[str]) -> str:
-    """The licence table, with a row for each dev split whose gold the NER learnt from."""
-    rows = [f"| NER | {DEV_PARTS.get(part, part)} (gold and the teacher's labels) | {DEV_LICENCES.get(part, 'as its train split')} |" for part in dev_gold]
-    return "\n".join([LICENCES, *rows])
-
-
 DEV_PARTS = {"ncbi_dev": "NCBI disease dev"}
 """The names of the dev parts a NER may learn from (``distil.py --train-on``), for the card."""
 DEV_LICENCES = {"ncbi_dev": "public domain (US Government work)"}
+
+
+def _licences(dev_gold: List[str]) -> str:
+    """The licence table, with a row for each dev split whose gold the NER learnt from."""
+    rows = [f"| NER | {DEV_PARTS.get(part, part)} (gold and the teacher's labels) | "
+            f"{DEV_LICENCES.get(part, 'as its train split')} |" for part in dev_gold]
+    return "\n".join([LICENCES, *rows])
 
 
 def _dev_gold_sentence(parts: Any) -> str:
