@@ -101,7 +101,6 @@ def add_number_variants(doc: Doc) -> None:
     found = [short for short in doc._.abbreviations or [] if isinstance(short, Span)]
     if not found:
         return
-    taken = {(short.start, short.end) for short in found}
     long_forms: Dict[str, Span] = {}
     for short in found:
         variant = other_number(short.text)
@@ -112,9 +111,8 @@ def add_number_variants(doc: Doc) -> None:
     known = {short.text for short in found}
     for token in doc:
         long_form = long_forms.get(token.text)
-        if long_form is None or token.text in known or (token.i, token.i + 1) in taken:
-            continue
-        if long_form.start <= token.i < long_form.end:
+        # a token that is a detected short form keeps its own long form; one inside the long form is no use of it
+        if long_form is None or token.text in known or long_form.start <= token.i < long_form.end:
             continue
         span = doc[token.i:token.i + 1]
         span._.long_form = long_form

@@ -13,7 +13,7 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, Optional, Union
 
 from spacy_sapbert.errors import InputError
 
@@ -25,11 +25,17 @@ NER_COMPONENTS = ("tok2vec",) + NER_PIPES
 """Components that belong to a NER model (the tok2vec feeds spaCy's ``ner``)."""
 
 
-def ner_teacher(settings_file: Path) -> Optional[Dict[str, Any]]:
-    """The teacher a transformer NER was distilled from, as its ``tagger.json`` training record says (None: none)."""
+def training_record(settings_file: Path) -> Dict[str, Any]:
+    """The ``training`` record of a transformer NER's ``tagger.json`` ({} when there is none)."""
     if not settings_file.is_file():
-        return None
-    training = json.loads(settings_file.read_text(encoding="utf-8")).get("training", {})
+        return {}
+    return json.loads(settings_file.read_text(encoding="utf-8")).get("training", {})
+
+
+def ner_teacher(settings_file: Path, training: Optional[Dict[str, Any]] = None) -> Optional[Dict[str, Any]]:
+    """The teacher a transformer NER was distilled from, as its ``tagger.json`` training record says (None: none);
+    ``training``: that record, when the caller has read it already."""
+    training = training_record(settings_file) if training is None else training
     if not training.get("teacher"):
         return None
     found = {"soft_labels": training["teacher"], "distil_weight": training.get("distil_weight", 0.5),
@@ -64,13 +70,6 @@ def kept_settings(nlp: Any, ner: PathLike) -> Dict[str, Any]:
         kept = {key: own[key] for key in RUN_SETTINGS if key in own and key in incoming[name]}
         overrides.update({f"components.{name}.{key}": value for key, value in kept.items()})
     return overrides
-
-
-def ner_dev_gold(settings_file: Path) -> List[str]:
-    """The dev parts whose gold the NER learnt from (``distil.py --train-on``), as its ``tagger.json`` says."""
-    if not settings_file.is_file():
-        return []
-    return list(json.loads(settings_file.read_text(encoding="utf-8")).get("training", {}).get("trained_on_dev", []))
 
 
 def replace_ner(pipeline: PathLike, ner: PathLike, output: PathLike, card_extra: str = "",
@@ -109,8 +108,10 @@ def replace_ner(pipeline: PathLike, ner: PathLike, output: PathLike, card_extra:
         report["ner_layers"] = len(pipe._ready().model.encoder.encoder.layer)
         pipe.nlp = nlp  # it came from `source`: the table it may share is this pipeline's linker's
         report["ner_shares_word_embeddings"] = pipe.share_word_embeddings("sapbert_linker")
-        report["ner_teacher"] = ner_teacher(Path(ner) / "sapbert_ner" / "tagger.json")
-        report["ner_trained_on_dev"] = ner_dev_gold(Path(ner) / "sapbert_ner" / "tagger.json")
+        settings_file = Path(ner) / "sapbert_ner" / "tagger.json"
+        training = training_record(settings_file)  # read once for both
+        report["ner_teacher"] = ner_teacher(settings_file, training)
+        report["ner_trained_on_dev"] = list(training.get("trained_on_dev", []))
     set_default_threshold(nlp, report, threshold, threshold_reason)
     report["ner_swap_seconds"] = round(time.perf_counter() - started, 1)
     write_pipeline(nlp, report, output, card_extra, overwrite, keep_from=pipeline,

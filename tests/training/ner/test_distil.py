@@ -235,10 +235,11 @@ def test_a_later_dev_part_can_teach_and_then_is_not_scored(tmp_path, tiny_bert):
         with pytest.raises(SystemExit, match="only dev parts after the first"):
             run(f"wrong-{wrong}", "--train-on", wrong)
     from spacy_sapbert.training.package.card import _dev_gold_sentence, _licences
-    from spacy_sapbert.training.package.swap_ner import ner_dev_gold
+    from spacy_sapbert.training.package.swap_ner import training_record
 
-    assert ner_dev_gold(tmp_path / "taught" / "model" / "tagger.json") == ["more"]  # what package-ner records
-    assert ner_dev_gold(tmp_path / "alone" / "model" / "tagger.json") == []
+    # what package-ner records as the build's ner_trained_on_dev
+    assert training_record(tmp_path / "taught" / "model" / "tagger.json")["trained_on_dev"] == ["more"]
+    assert training_record(tmp_path / "alone" / "model" / "tagger.json")["trained_on_dev"] == []
     assert "the gold of NCBI disease dev (`--train-on`)" in _dev_gold_sentence(["ncbi_dev"])
     assert _dev_gold_sentence([]) == "" and _licences([]).count("\n") + 1 == _licences(["ncbi_dev"]).count("\n")
     assert _licences(["ncbi_dev"]).endswith("| NER | NCBI disease dev (gold and the teacher's labels) | public domain (US Government work) |")
