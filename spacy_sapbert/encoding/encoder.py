@@ -38,11 +38,6 @@ DEFAULT_BATCH_SIZE = 64
 linked against MEDIC encode in 4.3–4.8 s at 32–64 and 10.2 s at 256 (the feed-forward activations of
 256 texts no longer fit the caches), KB names at 595 names/s at 64 and 525 at 256. A GPU gains from
 larger batches (``encode_batch_size``, ``--batch-size``)."""
-PAD_MULTIPLE = 8
-"""A batch of texts is padded to a multiple of this many pieces (masked: the vectors are the same up to
-rounding). CPU matrix multiplies (oneDNN) build and keep a kernel, with its own packed copy of the weights,
-for each shape they see: the embedded default's linker held about 35 MB more after NCBI test when every
-batch was padded to its exact length."""
 
 
 class Encoder:
@@ -214,8 +209,9 @@ class Encoder:
         with torch.inference_mode():
             for start in bar:
                 rows = order[start:start + batch_size]
-                longest = max(len(ids[i]) for i in rows)
-                width = max(longest, min(-(-longest // PAD_MULTIPLE) * PAD_MULTIPLE, self.max_length))
+                # the exact width: padded to a multiple of 8 (fewer shapes, 35 MB less peak on NCBI test) the
+                # 2,594 BC5CDR dev mention texts encoded in 2.2-2.9 s against 1.7-2.1 s (bf16, 2 cores)
+                width = max(len(ids[i]) for i in rows)
                 input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
                 mask = torch.zeros((len(rows), width), dtype=torch.long)
                 for j, i in enumerate(rows):
