@@ -62,6 +62,14 @@ class Gazetteer:
     def __len__(self) -> int:
         return sum(len(keys) for keys in self._names.values())
 
+    def __getstate__(self) -> Dict[str, str]:
+        """Only the names: the hashes are this process's (string hashing is salted per process), so a
+        copy in another process (a pickled pipeline under ``nlp.pipe(n_process=…)`` with spawn) makes its own."""
+        return dict(self._text)
+
+    def __setstate__(self, state: Dict[str, str]) -> None:
+        self._set_names({label: set(text.split("\n")) if text else set() for label, text in state.items()})
+
     @property
     def n_features(self) -> int:
         """Size of the feature vocabulary: 3 states (O, B, I) per label, combined."""

@@ -78,6 +78,24 @@ def test_gazetteer_tags_the_longest_name_per_label(nlp, tmp_path):
     assert gzip.decompress((tmp_path / "again" / "gazetteer.tsv.gz").read_bytes()).decode() == text
 
 
+def test_gazetteer_pickled_into_another_process_hashes_its_names_there(nlp, tmp_path):
+    """String hashes are salted per process: a gazetteer pickled into a process with another salt
+    (PYTHONHASHSEED) must hash its names again there, not reuse the sender's hashes."""
+    import os
+    import pickle
+    import subprocess
+    import sys
+
+    gazetteer = Gazetteer.from_names([("DISEASE", "heart attack"), ("CHEMICAL", "lithium")], nlp.tokenizer)
+    (tmp_path / "g.pkl").write_bytes(pickle.dumps(gazetteer))
+    probe = ("import pickle, spacy, sys; g = pickle.loads(open(sys.argv[1], 'rb').read()); "
+             "nlp = spacy.blank('en'); print(g.features(nlp('a heart attack and lithium')), len(g))")
+    env = dict(os.environ, PYTHONHASHSEED="12345")
+    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "g.pkl")], capture_output=True, text=True,
+                         env=env, check=True).stdout.strip()
+    assert out == f"{gazetteer.features(nlp('a heart attack and lithium'))} 2" == "[0, 3, 6, 0, 1] 2"
+
+
 def test_gazetteer_file_errors_name_the_line(tmp_path):
     with gzip.open(tmp_path / "gazetteer.tsv.gz", "wt") as handle:
         handle.write("DISEASE\theart attack\nno tab here\n")
