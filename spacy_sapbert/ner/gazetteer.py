@@ -39,10 +39,10 @@ class Gazetteer:
     in this process only) and one of their first tokens' hashes: a token that starts no name is
     ruled out with the rest of the document's tokens in one vectorised lookup, and the candidate
     spans of the others are looked up together. A text that is no name has the 64-bit hash of one
-    of the default's names with odds of about 1 in 6·10^13 per lookup. The names themselves stay as one text
-    per label, for :meth:`to_disk`. (As one Python string per name in sets, the default's
-    286,177 names took 64 MB and 0.36 s to load; as tuples with every prefix, before that, 129 MB
-    and 1.8 s.)
+    of the default's names with odds of about 1 in 6·10^13 per lookup. The names themselves stay
+    as one text per label, for :meth:`to_disk`. (As one Python string per name in sets, the
+    default's 286,177 names took 64 MB and 0.36 s to load; as tuples with every prefix, before
+    that, 129 MB and 1.8 s.)
     """
 
     def __init__(self, names: Mapping[str, Iterable[Tuple[str, ...]]]) -> None:
