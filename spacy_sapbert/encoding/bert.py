@@ -118,7 +118,7 @@ def half_linear_weights(model: nn.Module, dtype: Optional[str]) -> Dict[str, tor
     For an inference model run under autocast of ``dtype`` only, never trained. Autocast casts a
     float32 weight to that precision at every call, with the same rounding as a weight read straight
     into it, so the outputs are the same to the bit; the cast per batch is gone and the layers take
-    half the memory (15 MB less for the embedded default's NER, and no float32 copy while it loads).
+    half the memory (14 MB less for the embedded default's NER, and no float32 copy while it loads).
     Biases, LayerNorm and embeddings stay float32. The model's files keep the float weights (the NER
     pipe's ``to_disk`` reads them again: :func:`has_half_linears`)."""
     if dtype not in ("bfloat16", "float16"):

@@ -48,13 +48,13 @@ class Gazetteer:
     def __init__(self, names: Mapping[str, Iterable[Tuple[str, ...]]]) -> None:
         self._set_names({label: {" ".join(name) for name in entries} for label, entries in names.items()})
 
-    def _set_names(self, joined: Mapping[str, Iterable[str]]) -> None:
+    def _set_names(self, joined: Mapping[str, Set[str]]) -> None:
         self.labels: Tuple[str, ...] = tuple(sorted(joined))
         self._text: Dict[str, str] = {}
         self._names: Dict[str, np.ndarray] = {}
         self._firsts: Dict[str, np.ndarray] = {}
         for label in self.labels:
-            names = joined[label] if isinstance(joined[label], (set, frozenset)) else set(joined[label])
+            names = joined[label]
             self._text[label] = "\n".join(names)  # sorted when written (to_disk)
             self._names[label] = _keys(names)
             self._firsts[label] = _keys({name.partition(" ")[0] for name in names})

@@ -150,7 +150,11 @@ def load(folder: PathLike, word_embeddings: Optional[torch.Tensor] = None, table
     state = {}
     for name, tensor in tensors.items():
         key = name if name.startswith(("gazetteer_embed.", "head.")) else f"encoder.{name}"
-        state[key] = tensor.to(half[key]) if key in half else tensor.float() if tensor.is_floating_point() else tensor
+        if key in half:
+            tensor = tensor.to(half[key])
+        elif tensor.is_floating_point():
+            tensor = tensor.float()
+        state[key] = tensor
     shared = settings.get(SHARED_KEY)
     if shared is not None:
         if word_embeddings is None or not table_checked and table_digest(word_embeddings) != shared["sha256"]:
