@@ -7,7 +7,9 @@ threshold and calibration off), once per configuration, in one run on one machin
 
 - ``exact``: a flat index of the same encoder and KB (``sapbert index build --kind flat``);
 - ``pq``: the shipped PQ index, scores as its codes give them;
-- ``pq+rescore@G``: the shipped index with ``rescore_gap = G``.
+- ``pq+rescore@G``: the shipped index with ``rescore_gap = G``;
+- when the shipped index has refinement codes (``refine_m``, :mod:`spacy_sapbert.index.refine`), the same
+  two again without them (``pq-codes-only``, ``pq-codes-only+rescore@G``): what the codes add.
 
 It prints Acc@1 per corpus, the cost against ``exact``, the names encoded per distinct mention,
 and the wall time of each configuration as a ratio to ``exact``'s.
@@ -67,15 +69,19 @@ def main(argv: Optional[List[str]] = None) -> Dict[str, Any]:
     pipe = nlp.get_pipe("sapbert_linker")
     shipped = pipe.linker.index
     exact = NameIndex.load(args.exact_index, encoder=pipe.linker.encoder, kb=pipe.kb)
-    configs = [("exact", exact, None), (shipped.kind, shipped, None)]
-    configs += [(f"{shipped.kind}+rescore@{gap:g}", shipped, gap) for gap in args.gap]
+    variants = [(shipped.kind, shipped)]
+    if shipped.refine_codes is not None:
+        variants.append((f"{shipped.kind}-codes-only", shipped.with_refine_codes(None, 0)))
+    configs = [("exact", exact, None)]
+    for label, index in variants:
+        configs += [(label, index, None)] + [(f"{label}+rescore@{gap:g}", index, gap) for gap in args.gap]
     results = {name: measure(nlp, args.corpus, index, gap) for name, index, gap in configs}
     base = results["exact"]
-    print(f"{'configuration':<22}" + "".join(f"{c.name[:24]:>28}" for c in args.corpus) + f"{'time':>10}")
+    print(f"{'configuration':<28}" + "".join(f"{c.name[:24]:>28}" for c in args.corpus) + f"{'time':>10}")
     for name, row in results.items():
         cells = "".join(f"{row[c.name]['acc1']:>9.2f} ({row[c.name]['acc1'] - base[c.name]['acc1']:+.2f}) "
                         f"{row[c.name]['names_per_mention']:>5.1f} n/m    " for c in args.corpus)
-        print(f"{name:<22}{cells}{row['seconds'] / base['seconds']:>8.2f}x")
+        print(f"{name:<28}{cells}{row['seconds'] / base['seconds']:>8.2f}x")
     report = {"pipeline": args.pipeline, "exact_index": str(args.exact_index), "results": results}
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,8 @@ from spacy_sapbert.encoding.encoder import DEFAULT_BATCH_SIZE
 from spacy_sapbert.errors import InputError, exit_on_input_error
 
 PARAM_HELP = ("KEY=INT index parameter, repeatable: hnsw_m, ef_construction, ef_search (hnsw); nlist, nprobe, pq_m, "
-              "pq_bits (ivfpq, pq); rerank=N (ivfpq, pq: re-score the top N exactly from float16 vectors kept on disk).")
+              "pq_bits (ivfpq, pq); rerank=N (ivfpq, pq: re-score the top N exactly from float16 vectors kept on disk); "
+              "refine_m=N (pq: residual codes of N bytes a name, scores close to exact).")
 
 
 def index_build(  # a typer signature: one parameter per option, longer than the usual function

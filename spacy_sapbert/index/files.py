@@ -6,6 +6,7 @@ verifying it, recognising one. No pickle anywhere::
     concepts.json.gz  distinct concept IDs
     rows.npy          int32 (rows, 2): FAISS row → (name number, concept number)
     vectors.npy       float16 (names, dim), for ``rerank`` only (read memory-mapped)
+    refine.faiss      residual codes (a FAISS IndexPQ), for ``refine_m`` only (:mod:`spacy_sapbert.index.refine`)
     manifest.json     kind, parameters, dimensions, fingerprints, encoder settings
 """
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.index.kinds import faiss_module
+from spacy_sapbert.index.refine import REFINE_FILE
 from spacy_sapbert.util.atomic import atomic_dir, check_replaceable, remove_stale_temps
 from spacy_sapbert.util.jsonfile import read_json_object
 
@@ -45,6 +47,7 @@ class IndexFiles:
     """int32 (rows, 2): FAISS row → (name number, concept number)"""
     manifest: Dict[str, Any]
     rerank_vectors: Optional[np.ndarray] = None
+    refine_codes: Optional[Any] = None
 
 
 def write_index_folder(folder: PathLike, files: IndexFiles) -> Path:
@@ -72,6 +75,8 @@ def write_index_folder(folder: PathLike, files: IndexFiles) -> Path:
         np.save(tmp / "rows.npy", files.rows, allow_pickle=False)
         if files.rerank_vectors is not None:
             np.save(tmp / RERANK_FILE, np.asarray(files.rerank_vectors, dtype=np.float16), allow_pickle=False)
+        if files.refine_codes is not None:
+            faiss_module().write_index(files.refine_codes, str(tmp / REFINE_FILE))
         (tmp / MANIFEST).write_text(json.dumps(files.manifest, indent=2, ensure_ascii=False) + "\n",
                                     encoding="utf-8")
     return folder
@@ -97,6 +102,8 @@ def read_index_folder(folder: PathLike) -> IndexFiles:
     files = IndexFiles(faiss_index, unique_names, concepts, rows.astype(np.int32, copy=False), manifest)
     if manifest.get("params", {}).get("rerank"):
         files.rerank_vectors = _read_rerank_vectors(folder, len(unique_names), manifest["dim"])
+    if manifest.get("params", {}).get("refine_m"):
+        files.refine_codes = _read_refine_codes(folder, len(rows), manifest["dim"])
     return files
 
 
@@ -123,6 +130,18 @@ def _read_rerank_vectors(folder: Path, names: int, dim: int) -> np.ndarray:
         raise InputError(f"expected float16 vectors of shape ({names}, {dim}), found {stored.dtype} {stored.shape}",
                          folder / RERANK_FILE)
     return stored
+
+
+def _read_refine_codes(folder: Path, rows: int, dim: int) -> Any:
+    path = folder / REFINE_FILE
+    try:
+        codes = faiss_module().read_index(str(path))
+    except (OSError, RuntimeError) as err:
+        raise InputError(f"the index has refinement codes (refine_m) but they cannot be read ({err})", path) from err
+    if codes.ntotal != rows or codes.d != dim:
+        raise InputError(f"expected refinement codes of {rows} rows and {dim} dimensions, found {codes.ntotal} "
+                         f"and {codes.d}", path)
+    return codes
 
 
 def is_index_folder(folder: PathLike) -> bool:

@@ -10,6 +10,9 @@ sub-quantisers, 64 bytes a name at 384 dimensions) is searched through FAISS's f
 (:func:`pq_searcher`), 15× faster than 8-bit codes of the same size. The two compressed kinds take
 ``rerank=N``: the top ``N`` rows of the compressed search are scored again exactly (:func:`rerank_exact`).
 
+A ``pq`` index also takes ``refine_m=N``: residual codes of ``N`` bytes a name that bring its scores close to
+exact (:mod:`spacy_sapbert.index.refine`).
+
 A search may be restricted to some rows (the names of concepts of some types):
 :mod:`spacy_sapbert.index.row_filter`.
 
@@ -69,9 +72,14 @@ def _make_pq(dim: int, vectors: np.ndarray, params: Dict[str, int]) -> Tuple[Any
     # by fast-scan: on the default's 180,068 names, 1,500 queries took 0.42 s against 6.5 s for 64 8-bit codes, and
     # found the exact best first more often (87.1% against 84.1%)
     used = {"pq_m": next(m for m in (dim // 3, dim // 4, dim // 2, dim, 1) if m >= 1 and dim % m == 0),
-            "pq_bits": FAST_SCAN_BITS, "rerank": 0}
+            "pq_bits": FAST_SCAN_BITS, "rerank": 0, "refine_m": 0}
     _merge_params(used, params)
     _check_divides(used["pq_m"], dim)
+    if used["refine_m"]:
+        _check_divides(used["refine_m"], dim, "refine_m")
+        if used["rerank"]:
+            raise InputError("rerank scores from stored vectors, refine_m from residual codes: choose one",
+                             field="refine_m")
     used["pq_bits"] = min(used["pq_bits"], max(1, int(math.log2(max(len(vectors), 2)))))  # small KBs: fewer centroids
     index = faiss.IndexPQ(dim, used["pq_m"], used["pq_bits"], faiss.METRIC_INNER_PRODUCT)
     index.pq.cp.min_points_per_centroid = 1
@@ -109,9 +117,9 @@ def _make_ivfpq(dim: int, vectors: np.ndarray, params: Dict[str, int]) -> Tuple[
     return index, used
 
 
-def _check_divides(pq_m: int, dim: int) -> None:
-    if dim % pq_m:
-        raise InputError(f"pq_m={pq_m} must divide the vector dimension {dim}", field="pq_m")
+def _check_divides(value: int, dim: int, field: str = "pq_m") -> None:
+    if dim % value:
+        raise InputError(f"{field}={value} must divide the vector dimension {dim}", field=field)
 
 
 def _merge_params(used: Dict[str, int], params: Dict[str, int]) -> None:
@@ -120,7 +128,7 @@ def _merge_params(used: Dict[str, int], params: Dict[str, int]) -> None:
         raise InputError(f"unknown index parameter(s) {sorted(unknown)}; this kind takes {sorted(used)}",
                          field="params")
     for key, value in params.items():
-        smallest = 0 if key == "rerank" else 1
+        smallest = 0 if key in ("rerank", "refine_m") else 1
         if not isinstance(value, int) or isinstance(value, bool) or value < smallest:
             raise InputError(f"must be an integer >= {smallest}, got {value!r}", field=key)
         used[key] = value

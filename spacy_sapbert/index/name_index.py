@@ -23,6 +23,7 @@ from spacy_sapbert.index.files import (FORMAT_VERSION, INDEX_FILE, MANIFEST, RER
                           is_index_folder, read_index_folder, write_index_folder)
 from spacy_sapbert.index.kinds import (INDEX_KINDS, check_kind, configure_search, make_faiss_index, plain_search,
                                       pq_searcher, promote_rows, rerank_exact)
+from spacy_sapbert.index.refine import refine_scores, train_refine_codes
 from spacy_sapbert.index.row_filter import RowFilter, filtered_search
 from spacy_sapbert.index.tables import Tables, kb_tables, tables_of
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
@@ -54,6 +55,8 @@ class NameIndex:
         self._rows_of_name: Optional[Dict[str, np.ndarray]] = None
         self.rerank_vectors: Optional[np.ndarray] = None
         """float16 (names, dim) for exact re-ranking (``params["rerank"] > 0``), memory-mapped once saved."""
+        self.refine_codes: Optional[Any] = None
+        """A ``pq`` index's residual codes (``params["refine_m"] > 0``): :mod:`spacy_sapbert.index.refine`."""
         self._pq_searcher: Optional[Tuple[Any, Any]] = None
         """(the index, what searches it: :func:`~spacy_sapbert.index.kinds.pq_searcher`), made on first use."""
         configure_search(self.index, str(manifest.get("kind", "")), manifest.get("params", {}))
@@ -81,8 +84,8 @@ class NameIndex:
         ``batch_size`` is names per encoder forward pass (the encoder's own by default).
         ``params`` tune the approximate kinds: ``hnsw_m``, ``ef_construction``,
         ``ef_search`` (HNSW); ``nlist``, ``pq_m``, ``pq_bits``, ``nprobe`` (IVF-PQ);
-        ``pq_m``, ``pq_bits`` (PQ); ``rerank`` (IVF-PQ, PQ); unset ones are derived from
-        the number of names.
+        ``pq_m``, ``pq_bits``, ``refine_m`` (PQ); ``rerank`` (IVF-PQ, PQ); unset ones are
+        derived from the number of names.
         """
         check_kind(kind)
         tables = kb_tables(kb)
@@ -95,6 +98,8 @@ class NameIndex:
         row_vectors = np.ascontiguousarray(vectors[rows[:, 0]])
         faiss_index, params_used = make_faiss_index(kind, encoder.dim, row_vectors, params)
         faiss_index.add(row_vectors)
+        refine_codes = train_refine_codes(faiss_index, row_vectors, params_used["refine_m"]) \
+            if params_used.get("refine_m") else None
         del row_vectors
         seconds = time.perf_counter() - started
         names_per_second = len(unique_names) / max(encode_seconds, 1e-9)
@@ -109,6 +114,7 @@ class NameIndex:
                       "dtype": encoder.dtype},
         }
         index = cls._from_tables(faiss_index, tables, manifest)
+        index.refine_codes = refine_codes
         if params_used.get("rerank"):
             index.rerank_vectors = vectors.astype(np.float16)
         return index
@@ -136,10 +142,27 @@ class NameIndex:
                                  convert_seconds=round(time.perf_counter() - started, 3))
         index = type(self)(faiss_index, list(self.names), list(self.concept_ids), manifest)
         index._tables = self._tables
+        if params_used.get("refine_m"):
+            index.refine_codes = train_refine_codes(faiss_index, vectors, params_used["refine_m"])
         if params_used.get("rerank"):
             # every row of a name holds the same vector: take each name's first row
             _, first_row = np.unique(self._compact_tables()[2][:, 0], return_index=True)
             index.rerank_vectors = vectors[first_row].astype(np.float16)
+        return index
+
+    def with_refine_codes(self, vectors: Optional[np.ndarray], refine_m: int) -> "NameIndex":
+        """This ``pq`` index, its codes untouched, with residual codes of ``refine_m`` bytes a row made
+        from ``vectors`` (the exact ones, one per row: a flat index's :meth:`vectors`), or with none
+        (``refine_m`` 0): a package whose KB and codes stay the same changes them without its index
+        file changing."""
+        if self.kind != "pq":
+            raise InputError(f"refinement codes are made for a pq index, not a {self.kind} one", field="refine_m")
+        if refine_m and vectors is None:
+            raise InputError("refinement codes are made from the exact vectors: none given", field="vectors")
+        codes = train_refine_codes(self.index, vectors, refine_m) if refine_m else None
+        manifest = dict(self.manifest, params=dict(self.manifest.get("params", {}), refine_m=int(refine_m)))
+        index = type(self)(self.index, self.names, self.concept_ids, manifest)
+        index._tables, index.refine_codes = self._tables, codes
         return index
 
     # -- searching ----------------------------------------------------------------
@@ -204,6 +227,8 @@ class NameIndex:
         if rerank:
             name_of_row = self._compact_tables()[2][:, 0]
             scores, found = rerank_exact(vectors, found, lambda r: self.rerank_vectors[name_of_row[r]], k)
+        elif self.refine_codes is not None:
+            scores = refine_scores(self.index, self.refine_codes, vectors, scores, found)  # ordered below
         if texts is not None:
             scores, found = self._score_own_names(vectors, texts, scores, found, k, rows)
         scores[found < 0] = -np.inf
@@ -288,7 +313,7 @@ class NameIndex:
         a save killed at any moment leaves the old index or the new one)."""
         check_save_target(folder)
         files = IndexFiles(self.index, *self._compact_tables(), manifest=self.manifest,
-                           rerank_vectors=self.rerank_vectors)
+                           rerank_vectors=self.rerank_vectors, refine_codes=self.refine_codes)
         return write_index_folder(folder, files)
 
     def _compact_tables(self) -> Tables:
@@ -302,7 +327,7 @@ class NameIndex:
         """Open a saved index; with ``encoder``/``kb`` given, check that they are the ones it was built with."""
         files = read_index_folder(folder)
         index = cls._from_tables(files.faiss_index, (files.unique_names, files.concepts, files.rows), files.manifest)
-        index.rerank_vectors = files.rerank_vectors
+        index.rerank_vectors, index.refine_codes = files.rerank_vectors, files.refine_codes
         index.check(encoder, kb, where=Path(folder) / MANIFEST)
         return index
 

@@ -112,7 +112,9 @@ def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") ->
         f"float16; KB `{report['kb']}` ({report['kb_stats']['concepts']:,} concepts, "
         f"{report['kb_stats']['names']:,} names: {report.get('kb_description', KB_DESCRIPTION)}); FAISS "
         f"product-quantised index of {report['index_rows']:,} rows "
-        f"({_code_bytes(report['index_params'])} bytes per name)" + (
+        f"({_code_bytes(report['index_params'])} bytes per name" + (
+            f", and {report['index_params']['refine_m']} bytes of residual codes that bring its scores close to "
+            "exact" if report['index_params'].get("refine_m") else "") + ")" + (
             f"; the candidates within {report['rescore_gap']:g} of a span's best score are scored exactly by "
             "encoding their names (`rescore_gap`)" if report.get("rescore_gap") is not None else "") + "." + (
             _threshold_sentence(report, cal) if cal else "") + annotated, "",

@@ -45,6 +45,9 @@ def package_default(
     probe: ProbeOption = None,
     pq_m: int = typer.Option(128, "--pq-m", help="Sub-quantisers of the PQ index (codes of --pq-bits each)."),
     pq_bits: int = typer.Option(4, "--pq-bits", help="Bits per PQ code: 4 is searched by FAISS's fast-scan kernels."),
+    refine_m: Optional[int] = typer.Option(None, "--refine-m", help="Bytes of residual codes per name (default: one "
+                                           "per 6 dimensions, 64 at 384; 0: none): scores close to exact, so fewer "
+                                           "names are encoded again for re-scoring."),
     reuse_exact: bool = typer.Option(False, "--reuse-exact-index", help="Load the exact index from --exact-index "
                                      "when it is there (fingerprints checked) instead of encoding the KB again."),
     exact_index: Optional[Path] = typer.Option(None, "--exact-index", help="Also save the exact (flat) index "
@@ -61,7 +64,7 @@ def package_default(
             mentions = _probe_mentions(probe)
             extra = card.read_text(encoding="utf-8") if card else ""
             report = build_default_pipeline(ner, model, kb, output, probe_mentions=mentions, pq_m=pq_m,
-                                            pq_bits=pq_bits,
+                                            pq_bits=pq_bits, refine_m=refine_m,
                                             card_extra=extra, exact_index=exact_index, reuse_exact=reuse_exact,
                                             overwrite=overwrite)
         except OSError as err:  # a folder that cannot be read or written is the user's to fix, as bad input is
@@ -115,6 +118,12 @@ def package_kb(
                                        "package's)."),
     pq_bits: Optional[int] = typer.Option(None, "--pq-bits", help="Bits per code of the new PQ index (default: "
                                           "the package's; 4 is searched by FAISS's fast-scan kernels)."),
+    refine_m: Optional[int] = typer.Option(None, "--refine-m", help="Bytes of residual codes per name of the new PQ "
+                                           "index (default: the package's; 0: none). With the KB and codes "
+                                           "unchanged, the index file stays byte for byte and only these are added."),
+    rescore_gap: Optional[float] = typer.Option(None, "--rescore-gap", help="The linker's rescore_gap (default: "
+                                                "the package's): candidates within this of a span's best are "
+                                                "encoded and scored exactly."),
 ) -> None:
     """Swap the KB (and index) of a packaged default pipeline; its encoder and NER stay byte for byte. With
     --calibrate-on the threshold becomes the calibration's high-precision one, unless --threshold sets another."""
@@ -129,7 +138,9 @@ def package_kb(
                             calibrate_on=calibrate_on, min_precision=min_precision,
                             kb_description=kb_description, probe_mentions=mentions, card_extra=extra,
                             overwrite=overwrite, threshold=threshold, threshold_reason=threshold_reason,
-                            index_params={k: v for k, v in (("pq_m", pq_m), ("pq_bits", pq_bits)) if v is not None})
+                            rescore_gap=rescore_gap,
+                            index_params={k: v for k, v in (("pq_m", pq_m), ("pq_bits", pq_bits),
+                                                            ("refine_m", refine_m)) if v is not None})
     typer.echo(json.dumps(report, indent=1))
 
 

@@ -39,13 +39,13 @@ def replace_kb(pipeline: PathLike, kb_path: PathLike, output: PathLike, *, exact
                reuse_exact: bool = False, calibrate_on: Optional[PathLike] = None, min_precision: float = 0.95,
                kb_description: Optional[str] = None, probe_mentions: Sequence[str] = (), card_extra: str = "",
                overwrite: bool = False, threshold: Optional[float] = None, threshold_reason: str = "",
-               index_params: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
+               index_params: Optional[Dict[str, int]] = None, rescore_gap: Optional[float] = None) -> Dict[str, Any]:
     """Write ``pipeline`` with its linker searching ``kb_path`` to ``output`` (which may be ``pipeline``).
     With ``exact_index``, the exact (flat) index of the new KB is saved there too, or loaded from
     there with ``reuse_exact`` when it is one of this encoder and KB (fingerprints checked);
     ``probe_mentions`` measure the compact index against it, as ``package-default`` does; ``threshold``
     becomes the linker's default (:func:`~.build.set_default_threshold`); ``index_params`` replace the previous
-    index's parameters of those names (``pq_m``, ``pq_bits``)."""
+    index's parameters of those names (``pq_m``, ``pq_bits``, ``refine_m``); ``rescore_gap`` the linker's."""
     import spacy
 
     from spacy_sapbert.kb.knowledge_base import KnowledgeBase
@@ -72,7 +72,7 @@ def replace_kb(pipeline: PathLike, kb_path: PathLike, output: PathLike, *, exact
         raise InputError(f"the package's index is flat: it takes no parameters, got {sorted(index_params)}",
                          field="index_params")
     params.update(index_params or {})
-    compact = exact if kind == "flat" else exact.convert(kind, **params)
+    compact = exact if kind == "flat" else _compact_index(previous, exact, kind, params)
     if probe_mentions:
         report["pq_vs_exact"] = agreement(exact, compact, encoder.encode(list(dict.fromkeys(probe_mentions))))
     calibration = linker.calibration
@@ -80,6 +80,8 @@ def replace_kb(pipeline: PathLike, kb_path: PathLike, output: PathLike, *, exact
     stale_calibration = calibration is not None and previous.kb_fingerprint != exact.kb_fingerprint
     linker.use(encoder, kb, compact)
     linker.calibration = calibration
+    if rescore_gap is not None:
+        linker.configure(rescore_gap=rescore_gap)
     if stale_calibration or calibration is None:
         report.pop("calibration", None)  # measured on the previous KB's scores (or there is none)
     if calibrate_on is not None:
@@ -107,6 +109,24 @@ def replace_kb(pipeline: PathLike, kb_path: PathLike, output: PathLike, *, exact
                        "(--calibrate-on, or `sapbert calibrate`)", output)
     logger.info("KB of %s replaced by %s: %d index rows", output, kb_path, len(compact))
     return report
+
+
+def _compact_index(previous: Any, exact: Any, kind: str, params: Dict[str, int]) -> Any:
+    """``exact`` in an index of ``kind``: the previous index's codes kept when they would come out the same
+    (same KB, model, kind and code parameters; refinement codes aside), so that adding refinement codes leaves
+    ``index.faiss`` byte for byte (k-means over vectors encoded again could shift a centroid by the last bits)."""
+    def codes_of(values: Dict[str, int]) -> Dict[str, int]:
+        return {k: v for k, v in values.items() if k != "refine_m"}
+
+    same = (previous.kind == kind == "pq" and previous.kb_fingerprint == exact.kb_fingerprint
+            and previous.model_fingerprint == exact.model_fingerprint and previous.names == exact.names
+            and previous.concept_ids == exact.concept_ids
+            and codes_of(dict(previous.manifest.get("params") or {})) == codes_of(params))
+    if not same:
+        return exact.convert(kind, **params)
+    logger.info("same KB, model and codes: the previous index's codes are kept")
+    refine_m = int(params.get("refine_m") or 0)
+    return previous.with_refine_codes(exact.vectors() if refine_m else None, refine_m)
 
 
 def _carried_report(build_file: Path, kb_path: PathLike, kb_description: Optional[str]) -> Dict[str, Any]:

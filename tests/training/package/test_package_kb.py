@@ -219,3 +219,27 @@ def test_annotation_commands_write_new_files_from_the_training_mentions_and_neve
     grown = read_grow_names(grow)
     assert grown.labels == ("DISEASE",) and len(grown) == json.loads(good.stdout)["grow_names"]["names"] > 0
     assert all(" " in name for _, name in grown.pairs())
+
+
+def test_refinement_codes_are_added_to_a_package_whose_kb_stays_leaving_its_index_file_byte_for_byte(tiny_bert,
+                                                                                                  tmp_path):
+    kb_path = write_small_kb(tmp_path)
+    package = tmp_path / "default"
+    build_default_pipeline(_blank_ner(tmp_path / "ner"), tiny_bert, kb_path, package, pq_m=8, refine_m=0)
+    index_dir = package / "sapbert_linker" / "index"
+    codes = (index_dir / "index.faiss").read_bytes()
+    assert not (index_dir / "refine.faiss").exists()
+    out = tmp_path / "refined"
+    report = replace_kb(package, kb_path, out, index_params={"refine_m": 8}, rescore_gap=0.02,
+                        kb_description="a test KB")
+    refined_dir = out / "sapbert_linker" / "index"
+    assert (refined_dir / "index.faiss").read_bytes() == codes and (refined_dir / "refine.faiss").is_file()
+    assert report["index_params"]["refine_m"] == 8 and report["rescore_gap"] == 0.02
+    nlp = spacy.load(out)
+    linker = nlp.get_pipe("sapbert_linker")
+    assert linker.index.refine_codes is not None and linker.settings.rescore_gap == 0.02
+    assert nlp.config["components"]["sapbert_linker"]["rescore_gap"] == 0.02
+    assert "and 8 bytes of residual codes" in (out / "README.md").read_text()
+    assert nlp("heart attack").ents == ()  # the blank NER finds nothing, but the package runs
+    replace_kb(out, kb_path, out, index_params={"refine_m": 0})  # and taken away again
+    assert (refined_dir / "index.faiss").read_bytes() == codes and not (refined_dir / "refine.faiss").exists()
