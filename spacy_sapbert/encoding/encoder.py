@@ -46,7 +46,8 @@ class Encoder:
     Batches are sorted by token length so that little padding is computed and inference runs
     under ``torch.inference_mode``. Precision (``dtype``): ``auto`` is float16 weights on a GPU,
     bf16 autocast on a CPU that computes bf16 natively (AMX / AVX512-BF16; the weights stay
-    float32), float32 elsewhere. The weights, and so :attr:`fingerprint`, do not depend on it
+    float32; with ``half_linears``, for an encoder that only infers, the linear layers' are kept in
+    bf16), float32 elsewhere. The weights, and so :attr:`fingerprint`, do not depend on it
     on CPU: an index built in float32 serves bf16 queries.
     """
 
@@ -59,6 +60,7 @@ class Encoder:
         batch_size: int = DEFAULT_BATCH_SIZE,
         dtype: Optional[str] = None,
         backend: str = "auto",
+        half_linears: bool = False,
     ) -> None:
         from spacy_sapbert.util.threads import protect_forks
 
@@ -103,6 +105,10 @@ class Encoder:
         self._fingerprint_cache: Optional[tuple] = (self._versions(), recorded) if recorded else None
         self._load_fingerprint: Optional[str] = None
         self._place(dtype)
+        self._float_weights: Optional[Path] = None
+        """The file whose float weights :meth:`save` writes, when the linear layers are kept in bf16."""
+        if half_linears and self.autocast and self.backend == "native":
+            self._keep_linears_in_bf16(location)
         logger.info("encoder %s: pooling=%s max_length=%d device=%s dtype=%s", self.source, self.pooling,
                     self.max_length, self.device, self.dtype)
 
@@ -119,6 +125,43 @@ class Encoder:
             self._load_fingerprint = self.fingerprint
             self.model.to(getattr(torch, self.dtype))
         self.model.to(self.device)
+
+    def _keep_linears_in_bf16(self, location: Any) -> None:
+        """For an encoder that only infers under CPU bf16 autocast (a pipe's): its linear layers' weights
+        in bf16 (:func:`~spacy_sapbert.encoding.bert.half_linear_weights` says why the vectors are the same
+        to the bit), which spares the cast of every weight at every batch and 21 MB for the default's
+        encoder. The fingerprint is taken first, of the float weights; :meth:`save` reads those from the
+        file again."""
+        import torch
+        from torch import nn
+
+        self._load_fingerprint = self.fingerprint
+        with torch.no_grad():
+            for module in self.model.modules():
+                if isinstance(module, nn.Linear):
+                    module.weight = nn.Parameter(module.weight.detach().to(torch.bfloat16), requires_grad=False)
+        self._float_weights = Path(location) / "model.safetensors"
+
+    def _float_state(self) -> Dict[str, Any]:
+        """The weights in float32: in memory, or, for linear layers kept in bf16, from the file they were
+        read from (checked to round to the weights in use: a file replaced since is an error)."""
+        state = {k: v.detach().float().cpu() for k, v in self.model.state_dict().items()}
+        if self._float_weights is None:
+            return state
+        import torch
+        from safetensors.torch import load_file
+
+        stored = load_file(str(self._float_weights)) if self._float_weights.is_file() else {}
+        for name, tensor in self.model.state_dict().items():
+            if tensor.dtype != torch.bfloat16:
+                continue
+            original = stored.get(name)
+            if original is None or not torch.equal(original.to(torch.bfloat16), tensor):
+                raise InputError("the encoder keeps its linear layers in bf16 and reads their float weights from "
+                                 f"its file to save them, but the file no longer holds them ({name})",
+                                 self._float_weights)
+            state[name] = original.float()
+        return state
 
     def _pick_dtype(self, dtype: Optional[str]) -> str:
         """``auto``: float16 on a GPU, bf16 autocast on a CPU with native bf16, float32 elsewhere.
@@ -240,6 +283,9 @@ class Encoder:
 
         if self.dtype != "float32" and not self.autocast:
             raise InputError("round_weights needs a float32 encoder (it runs on CPU before saving)", field="dtype")
+        if self._float_weights is not None:
+            raise InputError("round_weights needs float weights: this encoder keeps its linear layers in bf16 "
+                             "(half_linears); load it without", field="half_linears")
         target = getattr(torch, DTYPE_ALIASES[dtype])
         with torch.no_grad():
             for tensor in self.model.state_dict().values():
@@ -259,7 +305,7 @@ class Encoder:
         stored = DTYPE_ALIASES.get(str(weights_dtype or self.weights_dtype).lower())
         if stored is None:
             raise InputError(f"unknown weights_dtype {weights_dtype!r}", field="weights_dtype")
-        state = {k: v.detach().float().cpu() for k, v in self.model.state_dict().items()}
+        state = self._float_state()
         if stored != "float32":
             target = getattr(torch, stored)
             for name, tensor in state.items():
@@ -274,7 +320,7 @@ class Encoder:
             self.tokenizer.save_pretrained(folder)
         settings = dict(self.settings, fingerprint=self.fingerprint, source=self._recorded_source, dim=self.dim,
                         weights_dtype=stored)
-        if self._load_fingerprint is None:  # the fingerprint is of the weights just written: loads may trust it
+        if self._load_fingerprint is None or self._float_weights is not None:  # of the weights just written: trusted
             settings[DIGESTS_KEY] = file_digests(folder)
         (folder / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
         # so that SentenceTransformer(folder) encodes as we do; outside the fingerprint (see the module)

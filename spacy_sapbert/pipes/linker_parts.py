@@ -75,7 +75,8 @@ def configured_parts(settings: LinkerSettings, pipe_name: str, encoder: Optional
 def configured_encoder(settings: LinkerSettings) -> Encoder:
     """The encoder the settings name, as it will link (seconds; the KB and index are not touched)."""
     return Encoder(settings.model, pooling=settings.pooling, max_length=settings.max_length, device=settings.device,
-                   batch_size=settings.encode_batch_size, dtype=settings.precision, backend=settings.backend)
+                   batch_size=settings.encode_batch_size, dtype=settings.precision, backend=settings.backend,
+                   half_linears=True)
 
 
 def configured_reranking(settings: LinkerSettings, kb: KnowledgeBase,
@@ -155,7 +156,7 @@ def saved_encoder(folder: PathLike, settings: LinkerSettings) -> Encoder:
     """A saved pipe's encoder: pooling and length are its own (sapbert.json); where and how it
     runs are the settings' (``spacy.load(..., config=...)`` can change them)."""
     return Encoder(folder, device=settings.device, batch_size=settings.encode_batch_size, dtype=settings.precision,
-                   backend=settings.backend)
+                   backend=settings.backend, half_linears=True)
 
 
 def write_cfg(path: PathLike, kb: KnowledgeBase, calibration: Optional[Calibration] = None,

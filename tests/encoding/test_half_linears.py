@@ -1,0 +1,49 @@
+"""An inference encoder under CPU bf16 autocast keeps its linear layers in bf16 (``half_linears``): the same
+vectors to the bit, the same fingerprint, and ``save`` writes the file's float weights, not the rounded ones."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from spacy_sapbert.default import DEFAULT_MODEL
+from spacy_sapbert.encoding.encoder import Encoder
+from spacy_sapbert.errors import InputError
+
+TEXTS = ["renal failure", "Hydroxychloroquine retinopathy", "a longer mention of chronic kidney disease", "ms"]
+
+
+def _linear_dtypes(encoder: Encoder) -> set:
+    return {m.weight.dtype for m in encoder.model.modules() if isinstance(m, torch.nn.Linear)}
+
+
+def test_bf16_linears_encode_to_the_bit_keep_the_fingerprint_and_save_the_float_weights(tmp_path):
+    plain = Encoder(DEFAULT_MODEL, device="cpu", dtype="bfloat16", backend="native")
+    half = Encoder(DEFAULT_MODEL, device="cpu", dtype="bfloat16", backend="native", half_linears=True)
+    assert _linear_dtypes(plain) == {torch.float32} and _linear_dtypes(half) == {torch.bfloat16}
+    assert np.array_equal(half.encode(TEXTS), plain.encode(TEXTS))
+    assert half.fingerprint == plain.fingerprint
+    a, b = plain.save(tmp_path / "plain"), half.save(tmp_path / "half")
+    assert (a / "model.safetensors").read_bytes() == (b / "model.safetensors").read_bytes()
+    assert json.loads((b / "sapbert.json").read_text()) == json.loads((a / "sapbert.json").read_text())
+    reloaded = Encoder(b, device="cpu", dtype="bfloat16", backend="native", half_linears=True)
+    assert reloaded.fingerprint == plain.fingerprint and np.array_equal(reloaded.encode(TEXTS), plain.encode(TEXTS))
+    with pytest.raises(InputError, match="half_linears"):
+        half.round_weights("float16")
+    # the file it read its float weights from replaced by other weights: saving refuses rather than write them
+    copy = Encoder(b, device="cpu", dtype="bfloat16", backend="native", half_linears=True)
+    Encoder(tmp_path / "plain", device="cpu", dtype="float32", backend="native")  # (still loadable)
+    from safetensors.torch import load_file, save_file
+
+    state = load_file(str(b / "model.safetensors"))
+    state = {k: (v + 0.5 if k.endswith("query.weight") else v) for k, v in state.items()}
+    save_file(state, str(b / "model.safetensors"), metadata={"format": "pt"})
+    with pytest.raises(InputError, match="no longer holds them"):
+        copy.save(tmp_path / "again")
+
+
+def test_half_linears_only_where_autocast_computes_in_bf16():
+    float32 = Encoder(DEFAULT_MODEL, device="cpu", dtype="float32", backend="native", half_linears=True)
+    assert _linear_dtypes(float32) == {torch.float32}
