@@ -17,7 +17,7 @@ index (``refine.faiss``) by :mod:`spacy_sapbert.index.files`.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -61,11 +61,9 @@ def refined_vectors(index: Any, codes: Any, rows: np.ndarray) -> np.ndarray:
     return base.reconstruct_batch(rows) + codes.reconstruct_batch(rows)
 
 
-def refine_scores(index: Any, codes: Any, queries: np.ndarray, scores: np.ndarray, rows: np.ndarray,
-                  exact: Optional[Sequence[Sequence[bool]]] = None) -> np.ndarray:
-    """The hits' scores (n, k) again, from the refined vectors (rows -1 keep ``-inf``); ``exact[i][j]``
-    true keeps a score that is exact already (a query's own name, scored ``q·q``). Order is the
-    caller's to restore."""
+def refine_scores(index: Any, codes: Any, queries: np.ndarray, scores: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The hits' scores (n, k) again, from the refined vectors (rows -1 keep their score). Order is the
+    caller's to restore; a query's own name is scored exactly afterwards (``NameIndex.search``)."""
     valid = rows >= 0
     if not valid.any():
         return scores.copy()
@@ -75,11 +73,7 @@ def refine_scores(index: Any, codes: Any, queries: np.ndarray, scores: np.ndarra
     picked = np.flatnonzero(valid.ravel())
     query_of = picked // rows.shape[1]
     values = np.einsum("nd,nd->n", np.asarray(queries, dtype=np.float32)[query_of], table[inverse])
-    flat = out.ravel()
-    flat[picked] = values
-    if exact is not None:
-        keep = np.asarray(exact, dtype=bool)
-        out[keep] = scores[keep]
+    np.put(out, picked, values)  # flat positions of the valid hits
     return out
 
 
