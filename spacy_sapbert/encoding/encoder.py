@@ -151,11 +151,12 @@ class Encoder:
         import torch
         from safetensors.torch import load_file
 
+        from spacy_sapbert.encoding.bert import half_linear_weights
+
         stored = load_file(str(self._float_weights)) if self._float_weights.is_file() else {}
-        for name, tensor in self.model.state_dict().items():
-            if tensor.dtype != torch.bfloat16:
-                continue
-            original = stored.get(name)
+        in_use = self.model.state_dict()
+        for name in half_linear_weights(self.model, "bfloat16"):
+            tensor, original = in_use[name], stored.get(name)
             if original is None or not torch.equal(original.to(torch.bfloat16), tensor):
                 raise InputError("the encoder keeps its linear layers in bf16 and reads their float weights from "
                                  f"its file to save them, but the file no longer holds them ({name})",

@@ -74,9 +74,9 @@ def _make_pq(dim: int, vectors: np.ndarray, params: Dict[str, int]) -> Tuple[Any
     used = {"pq_m": next(m for m in (dim // 3, dim // 4, dim // 2, dim, 1) if m >= 1 and dim % m == 0),
             "pq_bits": FAST_SCAN_BITS, "rerank": 0, "refine_m": 0}
     _merge_params(used, params)
-    _check_divides(used["pq_m"], dim)
+    check_divides(used["pq_m"], dim)
     if used["refine_m"]:
-        _check_divides(used["refine_m"], dim, "refine_m")
+        check_divides(used["refine_m"], dim, "refine_m")
         if used["rerank"]:
             raise InputError("rerank scores from stored vectors, refine_m from residual codes: choose one",
                              field="refine_m")
@@ -106,7 +106,7 @@ def _make_ivfpq(dim: int, vectors: np.ndarray, params: Dict[str, int]) -> Tuple[
     pq_bits = 8 if n >= 256 * 39 else max(1, min(8, int(math.log2(max(n, 2) / 39)) if n >= 78 else 1))
     used = {"nlist": nlist, "pq_m": pq_m, "pq_bits": pq_bits, "nprobe": min(nlist, 16), "rerank": 0}
     _merge_params(used, params)
-    _check_divides(used["pq_m"], dim)
+    check_divides(used["pq_m"], dim)
     if n < 256 * 39:
         logger.warning("IVF-PQ over %d names is approximate without benefit; it is meant for millions of names", n)
     quantizer = faiss.IndexFlatIP(dim)
@@ -117,7 +117,8 @@ def _make_ivfpq(dim: int, vectors: np.ndarray, params: Dict[str, int]) -> Tuple[
     return index, used
 
 
-def _check_divides(value: int, dim: int, field: str = "pq_m") -> None:
+def check_divides(value: int, dim: int, field: str = "pq_m") -> None:
+    """A sub-quantiser count (``field``) must split ``dim`` evenly."""
     if dim % value:
         raise InputError(f"{field}={value} must divide the vector dimension {dim}", field=field)
 
@@ -213,5 +214,5 @@ def promote_rows(scores: np.ndarray, found: np.ndarray, promoted: Sequence[Optio
     return scores, found
 
 
-__all__ = ["FAST_SCAN_BITS", "INDEX_KINDS", "blas_distances", "check_kind", "configure_search", "faiss_module",
-           "make_faiss_index", "plain_search", "pq_searcher", "promote_rows", "rerank_exact"]
+__all__ = ["FAST_SCAN_BITS", "INDEX_KINDS", "blas_distances", "check_divides", "check_kind", "configure_search",
+           "faiss_module", "make_faiss_index", "plain_search", "pq_searcher", "promote_rows", "rerank_exact"]

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from spacy_sapbert.errors import InputError
-from spacy_sapbert.index.kinds import faiss_module
+from spacy_sapbert.index.kinds import check_divides, faiss_module
 
 REFINE_BITS = 8
 """Bits per sub-vector code of the residual quantiser (256 centroids each)."""
@@ -38,8 +38,9 @@ def train_refine_codes(index: Any, vectors: np.ndarray, refine_m: int) -> Any:
     if not isinstance(base, faiss.IndexPQ):
         raise InputError(f"refinement codes are made for a pq index, not {type(base).__name__}", field="refine_m")
     dim = int(base.d)
-    if refine_m < 1 or dim % refine_m:
-        raise InputError(f"refine_m={refine_m} must divide the vector dimension {dim}", field="refine_m")
+    if refine_m < 1:
+        raise InputError(f"must be an integer >= 1, got {refine_m!r}", field="refine_m")
+    check_divides(refine_m, dim, "refine_m")
     if len(vectors) != base.ntotal:
         raise InputError(f"{len(vectors)} vectors for an index of {base.ntotal} rows", field="vectors")
     residuals = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32) - base.reconstruct_n(0, base.ntotal))
