@@ -25,7 +25,7 @@ from spacy_sapbert.index.kinds import (INDEX_KINDS, check_kind, configure_search
                                       pq_searcher, promote_rows, rerank_exact)
 from spacy_sapbert.index.refine import refine_scores, train_refine_codes
 from spacy_sapbert.index.row_filter import RowFilter, filtered_search
-from spacy_sapbert.index.tables import Tables, kb_tables, tables_of
+from spacy_sapbert.index.tables import NameRows, Tables, kb_tables, tables_of
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 
 logger = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ class NameIndex:
         self.concept_ids = concept_ids
         self.manifest = manifest
         self._tables: Optional[Tables] = None
-        self._rows_of_name: Optional[Dict[str, np.ndarray]] = None
+        self._rows_of_name: Optional[NameRows] = None
         self.rerank_vectors: Optional[np.ndarray] = None
         """float16 (names, dim) for exact re-ranking (``params["rerank"] > 0``), memory-mapped once saved."""
         self.refine_codes: Optional[Any] = None
@@ -246,19 +246,17 @@ class NameIndex:
                          k: int, rows: Optional[RowFilter]) -> Tuple[np.ndarray, np.ndarray]:
         if len(texts) != len(vectors):
             raise InputError(f"{len(texts)} texts for {len(vectors)} query vectors", field="texts")
-        own = [self._name_rows().get(text) for text in texts]
+        own = self._name_rows().rows(texts)
         if rows is not None:
             own = [None if r is None else r[rows.mask[r]] for r in own]
         exact = np.einsum("nd,nd->n", vectors, vectors)
         return promote_rows(scores, found, own, exact, k)
 
-    def _name_rows(self) -> Dict[str, np.ndarray]:
-        """Normalised name → its rows, built once (from the compact tables, no KB scan)."""
+    def _name_rows(self) -> NameRows:
+        """The rows of each normalised name, built once (from the compact tables, no KB scan)."""
         if self._rows_of_name is None:
             names, _, table = self._compact_tables()
-            order = np.argsort(table[:, 0], kind="stable")
-            starts = np.searchsorted(table[order, 0], np.arange(len(names) + 1))
-            self._rows_of_name = {name: order[starts[i]:starts[i + 1]] for i, name in enumerate(names)}
+            self._rows_of_name = NameRows(names, table[:, 0])
         return self._rows_of_name
 
     def stored_name_vectors(self, texts: Sequence[str]) -> Tuple[List[int], np.ndarray]:
@@ -268,15 +266,16 @@ class NameIndex:
         again (the same numbers but for the last bits a different batch gives)."""
         if self.kind not in ("flat", "hnsw") or not texts:
             return [], np.zeros((0, self.dim), dtype=np.float32)
-        rows_of_name = self._name_rows()
-        positions = [i for i, text in enumerate(texts) if len(rows_of_name.get(text, ()))]
-        rows = np.array([rows_of_name[texts[i]][0] for i in positions], dtype=np.int64)
+        own = self._name_rows().rows(texts)
+        positions = [i for i, rows in enumerate(own) if rows is not None and len(rows)]
+        rows = np.array([own[i][0] for i in positions], dtype=np.int64)
         vectors = self.index.reconstruct_batch(rows) if len(rows) else np.zeros((0, self.dim), dtype=np.float32)
         return positions, np.asarray(vectors, dtype=np.float32)
 
     def concepts_named(self, name: str) -> List[str]:
         """The concepts that have ``name`` (normalised, as the index stores names) as one of theirs."""
-        return [self.concept_ids[row] for row in self._name_rows().get(name, ())]
+        rows = self._name_rows().rows([name])[0]
+        return [] if rows is None else [self.concept_ids[row] for row in rows]
 
     def row_mask(self, allowed: Callable[[str], bool]) -> np.ndarray:
         """One bool per row: whether ``allowed(concept_id)`` holds for the row's concept (asked

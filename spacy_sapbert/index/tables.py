@@ -9,7 +9,7 @@ and one row per concept.
 """
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -41,4 +41,51 @@ def tables_of(names: List[str], concept_ids: List[str]) -> Tables:
     return unique_names, concepts, rows
 
 
-__all__ = ["Tables", "kb_tables", "tables_of"]
+class NameRows:
+    """The rows of each distinct name, looked up by the name's text.
+
+    A dict of 180,068 names to arrays of rows took 28 MB (one small array object per name); this
+    keeps the names' string hashes sorted beside their numbers and the rows grouped by name, about
+    3 MB. Hashes are this process's (string hashing is salted per process), so a copy sent to
+    another process is rebuilt from the names there (:meth:`__reduce__`). A text is checked against
+    the name its hash points to, so a hash collision never makes a text a name.
+    """
+
+    def __init__(self, names: Sequence[str], name_of_row: np.ndarray) -> None:
+        """``names``: the distinct names; ``name_of_row``: each row's name number (the tables' ``rows[:, 0]``)."""
+        self._names = names
+        self._name_numbers = name_of_row
+        hashes = np.fromiter(map(hash, names), dtype=np.int64, count=len(names))
+        self._by_hash = np.argsort(hashes, kind="stable")
+        self._hashes = hashes[self._by_hash]
+        self._row_order = np.argsort(self._name_numbers, kind="stable")
+        self._starts = np.searchsorted(self._name_numbers[self._row_order], np.arange(len(names) + 1))
+
+    def __reduce__(self) -> Tuple[type, Tuple[Sequence[str], np.ndarray]]:
+        return NameRows, (self._names, self._name_numbers)
+
+    def numbers(self, texts: Sequence[str]) -> List[Optional[int]]:
+        """Per text, the number of the name it is (``None``: no name)."""
+        if not len(self._hashes):
+            return [None] * len(texts)
+        keys = np.fromiter(map(hash, texts), dtype=np.int64, count=len(texts))
+        at = np.searchsorted(self._hashes, keys).tolist()
+        found: List[Optional[int]] = []
+        for text, key, i in zip(texts, keys.tolist(), at):
+            number = None
+            while i < len(self._hashes) and self._hashes[i] == key:
+                candidate = int(self._by_hash[i])
+                if self._names[candidate] == text:
+                    number = candidate
+                    break
+                i += 1
+            found.append(number)
+        return found
+
+    def rows(self, texts: Sequence[str]) -> List[Optional[np.ndarray]]:
+        """Per text, the rows of the name it is, in row order (``None``: no name)."""
+        return [None if n is None else self._row_order[self._starts[n]:self._starts[n + 1]]
+                for n in self.numbers(texts)]
+
+
+__all__ = ["NameRows", "Tables", "kb_tables", "tables_of"]

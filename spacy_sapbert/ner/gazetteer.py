@@ -39,36 +39,37 @@ class Gazetteer:
     in this process only) and one of their first tokens' hashes: a token that starts no name is
     ruled out with the rest of the document's tokens in one vectorised lookup, and the candidate
     spans of the others are looked up together. A text that is no name has the 64-bit hash of one
-    of the default's names with odds of about 1 in 6·10^13 per lookup. The names themselves stay
-    as one text per label, for :meth:`to_disk`. (As one Python string per name in sets, the
-    default's 286,177 names took 64 MB and 0.36 s to load; as tuples with every prefix, before
-    that, 129 MB and 1.8 s.)
+    of the default's names with odds of about 1 in 6·10^13 per lookup. The names themselves are
+    kept only as the compressed file (:meth:`to_disk` writes it back, a copy in another process
+    reads it again): the default's 286,177 names as one text per label held 16 MB, as one Python
+    string per name in sets 64 MB (0.36 s to load), as tuples with every prefix 129 MB (1.8 s).
     """
 
     def __init__(self, names: Mapping[str, Iterable[Tuple[str, ...]]]) -> None:
-        self._set_names({label: {" ".join(name) for name in entries} for label, entries in names.items()})
+        joined = {label: sorted({" ".join(name) for name in entries}) for label, entries in names.items()}
+        self._set_names(joined)
+        self._file = gzip.compress(_file_text(joined).encode("utf8"), compresslevel=9, mtime=0)
 
-    def _set_names(self, joined: Mapping[str, Set[str]]) -> None:
+    def _set_names(self, joined: Mapping[str, Sequence[str]]) -> None:
         self.labels: Tuple[str, ...] = tuple(sorted(joined))
-        self._text: Dict[str, str] = {}
         self._names: Dict[str, np.ndarray] = {}
         self._firsts: Dict[str, np.ndarray] = {}
         for label in self.labels:
             names = joined[label]
-            self._text[label] = "\n".join(names)  # sorted when written (to_disk)
             self._names[label] = _keys(names)
-            self._firsts[label] = _keys({name.partition(" ")[0] for name in names})
+            self._firsts[label] = _keys([name.partition(" ")[0] for name in names])
 
     def __len__(self) -> int:
         return sum(len(keys) for keys in self._names.values())
 
-    def __getstate__(self) -> Dict[str, str]:
-        """Only the names: the hashes are this process's (string hashing is salted per process), so a
+    def __getstate__(self) -> Dict[str, bytes]:
+        """Only the file: the hashes are this process's (string hashing is salted per process), so a
         copy in another process (a pickled pipeline under ``nlp.pipe(n_process=…)`` with spawn) makes its own."""
-        return dict(self._text)
+        return {"file": self._file}
 
-    def __setstate__(self, state: Dict[str, str]) -> None:
-        self._set_names({label: set(text.split("\n")) if text else set() for label, text in state.items()})
+    def __setstate__(self, state: Dict[str, bytes]) -> None:
+        self._file = state["file"]
+        self._set_names(label_name_lists(gzip.decompress(self._file).decode("utf8"), FILE_NAME))
 
     @property
     def n_features(self) -> int:
@@ -108,12 +109,10 @@ class Gazetteer:
         return found
 
     def to_disk(self, folder: PathLike) -> Path:
+        """Write ``gazetteer.tsv.gz``: the file it was read from, byte for byte, or the names it was
+        made from, sorted, each label's lines in one block."""
         path = Path(folder) / FILE_NAME
-        with gzip.open(path, "wt", encoding="utf8", compresslevel=9) as handle:
-            for label in self.labels:
-                if self._text[label]:
-                    names = "\n".join(sorted(self._text[label].split("\n")))
-                    handle.write(f"{label}\t" + names.replace("\n", f"\n{label}\t") + "\n")
+        path.write_bytes(self._file)
         return path
 
     @classmethod
@@ -123,9 +122,10 @@ class Gazetteer:
         from spacy_sapbert.util.textfile import read_text
 
         path = Path(folder) / FILE_NAME
-        joined = label_names_from_text(read_text(path), path)
+        joined = label_name_lists(read_text(path), path)
         gazetteer = cls.__new__(cls)
         gazetteer._set_names(joined)
+        gazetteer._file = path.read_bytes()
         return gazetteer
 
     @classmethod
@@ -146,9 +146,14 @@ class Gazetteer:
         return cls(table)
 
 
-def _keys(texts: Iterable[str], unique: bool = True) -> np.ndarray:
+def _file_text(joined: Mapping[str, Sequence[str]]) -> str:
+    """``LABEL<TAB>name`` lines, labels in order, each label's names in the order given."""
+    return "".join(f"{label}\t" + f"\n{label}\t".join(joined[label]) + "\n" for label in sorted(joined) if joined[label])
+
+
+def _keys(texts: Sequence[str], unique: bool = True) -> np.ndarray:
     """The hashes of ``texts`` as int64, sorted and distinct (``unique``) or in order."""
-    keys = np.fromiter(map(hash, texts), dtype=np.int64)
+    keys = np.fromiter(map(hash, texts), dtype=np.int64, count=len(texts))
     return np.unique(keys) if unique else keys
 
 
@@ -164,15 +169,21 @@ def label_names_from_text(text: str, path: PathLike) -> Dict[str, Set[str]]:
     """The names per label of a ``LABEL<TAB>tok tok`` file's text (the gazetteer's, the dictionary pipe's
     grow names): split with string methods when each label's lines come in one block, as both writers
     write them, else line by line, a bad line reported with its number."""
+    return {label: set(names) for label, names in label_name_lists(text, path).items()}
+
+
+def label_name_lists(text: str, path: PathLike) -> Dict[str, List[str]]:
+    """As :func:`label_names_from_text`, each label's names as a list in file order (repeats kept): the
+    gazetteer hashes them and keeps no strings, so it builds no sets."""
     if "\r" in text:  # written on Windows
         text = text.replace("\r\n", "\n")
     joined = _label_blocks(text)
     return joined if joined is not None else _label_lines(text, Path(path))
 
 
-def _label_blocks(text: str) -> Optional[Dict[str, Set[str]]]:
+def _label_blocks(text: str) -> Optional[Dict[str, List[str]]]:
     """Names per label when each label's lines come in one block; None otherwise (or on a bad line)."""
-    joined: Dict[str, Set[str]] = {}
+    joined: Dict[str, List[str]] = {}
     position = 0
     while position < len(text):
         tab = text.find("\t", position)
@@ -190,20 +201,20 @@ def _label_blocks(text: str) -> Optional[Dict[str, Set[str]]]:
             lines.pop()
         if block.count("\t") != len(lines) or block.count("\n" + label) + 1 != len(lines) or "" in lines:
             return None
-        joined[label[:-1]] = set(lines)
+        joined[label[:-1]] = lines
         position = end
     return joined
 
 
-def _label_lines(text: str, path: Path) -> Dict[str, Set[str]]:
-    joined: Dict[str, Set[str]] = {}
+def _label_lines(text: str, path: Path) -> Dict[str, List[str]]:
+    joined: Dict[str, List[str]] = {}
     for line_no, line in enumerate(text.split("\n"), 1):
         if not line:
             continue
         label, sep, name = line.partition("\t")
         if not sep or not label or not name or "\t" in name:
             raise InputError("expected LABEL<TAB>name tokens", path, line=line_no)
-        joined.setdefault(label, set()).add(name)
+        joined.setdefault(label, []).append(name)
     return joined
 
 

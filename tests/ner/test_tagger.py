@@ -78,6 +78,17 @@ def test_gazetteer_tags_the_longest_name_per_label(nlp, tmp_path):
     assert gzip.decompress((tmp_path / "again" / "gazetteer.tsv.gz").read_bytes()).decode() == text
 
 
+def test_gazetteer_writes_back_the_file_it_read(nlp, tmp_path):
+    """A file written by hand (lines out of order, a name twice, Windows line ends) reads line by line
+    and is written back byte for byte: nothing a user gave is rewritten."""
+    raw = gzip.compress(b"DISEASE\theart attack\r\nCHEMICAL\tlithium\r\nDISEASE\theart attack\r\nDISEASE\tgout\r\n")
+    (tmp_path / "gazetteer.tsv.gz").write_bytes(raw)
+    loaded = Gazetteer.from_disk(tmp_path)
+    assert len(loaded) == 3 and loaded.features(nlp("gout and a heart attack")) == [3, 0, 0, 3, 6]
+    (tmp_path / "out").mkdir()
+    assert loaded.to_disk(tmp_path / "out").read_bytes() == raw
+
+
 def test_gazetteer_pickled_into_another_process_hashes_its_names_there(nlp, tmp_path):
     """String hashes are salted per process: a gazetteer pickled into a process with another salt
     (PYTHONHASHSEED) must hash its names again there, not reuse the sender's hashes."""
