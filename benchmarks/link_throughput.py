@@ -3,7 +3,9 @@
 Both linkers get the same documents with the corpus's gold mentions as ``doc.ents`` (so
 NER time is left out) and link every span. Ours runs in several variants, each compute
 precision (``--precision``: auto = bf16 autocast on CPUs with AMX, and float32) with each
-index kind (``--index-kind``: flat = exact, hnsw), and the share of mentions whose top concept
+index kind (``--index-kind``: flat = exact, hnsw; a flat index is searched in bf16 with float32
+re-scoring where the encoder computes in bf16, :mod:`spacy_sapbert.index.bf16_flat`, and by FAISS in
+float32 otherwise), and the share of mentions whose top concept
 agrees with the first variant's is reported beside the speed. Runs alternate (every variant of
 ours, then scispaCy, again …), each on fresh copies of the documents, our mention cache emptied
 before each run; the median of ``--repeats`` runs is reported with the ratio. Index build time
@@ -22,6 +24,7 @@ over MEDIC alone takes minutes).
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import logging
 import os
@@ -147,7 +150,11 @@ def our_pipes(nlp: spacy.Language, kb: KnowledgeBase, args: argparse.Namespace, 
     for label, name, encoder, kind in our_variants(encoders, args.index_kind):
         pipe = nlp.add_pipe("sapbert_linker", name=name,
                             config={"model": args.model, "kb": str(args.kb), "device": "cpu"})
-        pipe.use(encoder, kb, indexes[kind])
+        searched = indexes[kind]
+        if kind == "flat" and encoder.dtype == "float32":  # float32 throughout: FAISS's float32 search
+            searched = copy.copy(searched)
+            searched.bf16_search = False
+        pipe.use(encoder, kb, searched)
         pipes[label] = pipe
     return pipes, index, first
 

@@ -168,6 +168,19 @@ def pq_searcher(index: Any) -> Any:
     return index
 
 
+def searcher_for(index: Any, kind: str, bf16_flat: bool) -> Any:
+    """What searches an index of ``kind``: :func:`pq_searcher` for ``pq``; for a non-empty ``flat`` one
+    with ``bf16_flat``, a :class:`~spacy_sapbert.index.bf16_flat.Bf16FlatSearch` (its answers, bf16
+    speed); else the index itself."""
+    if kind == "pq":
+        return pq_searcher(index)
+    if kind == "flat" and bf16_flat and index.ntotal:
+        from spacy_sapbert.index.bf16_flat import Bf16FlatSearch
+
+        return Bf16FlatSearch(index)
+    return index
+
+
 def plain_search(index: Any, kind: str, params: Dict[str, int], vectors: np.ndarray,
                  k: int) -> Tuple[np.ndarray, np.ndarray]:
     """Top-``k`` rows of the whole index (an HNSW search explores at least ``k`` candidates)."""
@@ -215,4 +228,5 @@ def promote_rows(scores: np.ndarray, found: np.ndarray, promoted: Sequence[Optio
 
 
 __all__ = ["FAST_SCAN_BITS", "INDEX_KINDS", "blas_distances", "check_divides", "check_kind", "configure_search",
-           "faiss_module", "make_faiss_index", "plain_search", "pq_searcher", "promote_rows", "rerank_exact"]
+           "faiss_module", "make_faiss_index", "plain_search", "pq_searcher", "promote_rows", "rerank_exact",
+           "searcher_for"]

@@ -1,8 +1,9 @@
 """NameIndex: every normalised KB name, encoded once, in a FAISS inner-product index.
 
 The kinds of index (``flat``, ``hnsw``, ``ivfpq``, ``pq``) and what each is for are in
-:mod:`spacy_sapbert.index.kinds`; the files of a saved index in :mod:`spacy_sapbert.index.files`; the
-tables that map its rows to names and concepts in :mod:`spacy_sapbert.index.tables`.
+:mod:`spacy_sapbert.index.kinds`; how one is built or converted in :mod:`spacy_sapbert.index.building`; the
+files of a saved index in :mod:`spacy_sapbert.index.files`; the tables that map its rows to names and
+concepts in :mod:`spacy_sapbert.index.tables`.
 
 A saved index is tied to the model and the KB it was built from: ``manifest.json``
 records both fingerprints and :meth:`NameIndex.load` refuses a different encoder or KB,
@@ -10,8 +11,6 @@ because a stale index does not fail, it just links wrongly.
 """
 from __future__ import annotations
 
-import logging
-import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -19,16 +18,17 @@ import numpy as np
 
 from spacy_sapbert.encoding.encoder import Encoder
 from spacy_sapbert.errors import InputError
+from spacy_sapbert.index.bf16_flat import Bf16FlatSearch
+from spacy_sapbert.index.building import build_index, convert_index, with_refine_codes
 from spacy_sapbert.index.files import (FORMAT_VERSION, INDEX_FILE, MANIFEST, RERANK_FILE, IndexFiles, check_save_target,
                           is_index_folder, read_index_folder, write_index_folder)
-from spacy_sapbert.index.kinds import (INDEX_KINDS, check_kind, configure_search, make_faiss_index, plain_search,
-                                      pq_searcher, promote_rows, rerank_exact)
-from spacy_sapbert.index.refine import refine_scores, train_refine_codes
+from spacy_sapbert.index.kinds import (INDEX_KINDS, configure_search, make_faiss_index, plain_search, promote_rows,
+                                      rerank_exact, searcher_for)
+from spacy_sapbert.index.refine import refine_scores
 from spacy_sapbert.index.row_filter import RowFilter, filtered_search
-from spacy_sapbert.index.tables import NameRows, Tables, kb_tables, tables_of
+from spacy_sapbert.index.tables import NameRows, Tables, tables_of
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
-
-logger = logging.getLogger(__name__)
+from spacy_sapbert.util.devices import cpu_has_native_bf16
 
 PathLike = Union[str, Path]
 
@@ -57,8 +57,13 @@ class NameIndex:
         """float16 (names, dim) for exact re-ranking (``params["rerank"] > 0``), memory-mapped once saved."""
         self.refine_codes: Optional[Any] = None
         """A ``pq`` index's residual codes (``params["refine_m"] > 0``): :mod:`spacy_sapbert.index.refine`."""
-        self._pq_searcher: Optional[Tuple[Any, Any]] = None
-        """(the index, what searches it: :func:`~spacy_sapbert.index.kinds.pq_searcher`), made on first use."""
+        self._made_searcher: Optional[Tuple[Any, Any]] = None
+        """((the index, its rows, :attr:`bf16_search`), what searches it:
+        :func:`~spacy_sapbert.index.kinds.searcher_for`), made on first use."""
+        self.bf16_search: Optional[bool] = None
+        """Whether a ``flat`` index is searched through a bf16 matrix multiply with float32 re-scoring
+        (:mod:`~spacy_sapbert.index.bf16_flat`: the same answers, a bf16 copy of the vectors beside them);
+        ``None``: where the CPU computes bf16 natively."""
         configure_search(self.index, str(manifest.get("kind", "")), manifest.get("params", {}))
 
     @classmethod
@@ -87,37 +92,7 @@ class NameIndex:
         ``pq_m``, ``pq_bits``, ``refine_m`` (PQ); ``rerank`` (IVF-PQ, PQ); unset ones are
         derived from the number of names.
         """
-        check_kind(kind)
-        tables = kb_tables(kb)
-        unique_names, concepts, rows = tables
-        logger.info("encoding %d names (%d concepts, %d rows) of KB %r with %s", len(unique_names), len(concepts),
-                    len(rows), kb.name, encoder.source)
-        started = time.perf_counter()
-        vectors = encoder.encode(unique_names, batch_size=batch_size, show_progress=show_progress)
-        encode_seconds = time.perf_counter() - started
-        row_vectors = np.ascontiguousarray(vectors[rows[:, 0]])
-        faiss_index, params_used = make_faiss_index(kind, encoder.dim, row_vectors, params)
-        faiss_index.add(row_vectors)
-        refine_codes = train_refine_codes(faiss_index, row_vectors, params_used["refine_m"]) \
-            if params_used.get("refine_m") else None
-        del row_vectors
-        seconds = time.perf_counter() - started
-        names_per_second = len(unique_names) / max(encode_seconds, 1e-9)
-        logger.info("index built in %.1f s (%.0f names/s encoding)", seconds, names_per_second)
-        manifest = {
-            "format_version": FORMAT_VERSION, "kind": kind, "params": params_used, "dim": encoder.dim,
-            "rows": int(len(rows)), "names": len(unique_names), "concepts": len(concepts),
-            "model_fingerprint": encoder.fingerprint, "model": encoder.source, "encoder_settings": encoder.settings,
-            "kb_fingerprint": kb.fingerprint(), "kb_name": kb.name,
-            "build": {"seconds": round(seconds, 3), "encode_seconds": round(encode_seconds, 3),
-                      "names_per_second": round(names_per_second, 1), "device": encoder.device,
-                      "dtype": encoder.dtype},
-        }
-        index = cls._from_tables(faiss_index, tables, manifest)
-        index.refine_codes = refine_codes
-        if params_used.get("rerank"):
-            index.rerank_vectors = vectors.astype(np.float16)
-        return index
+        return build_index(cls, kb, encoder, kind, show_progress, batch_size, params)
 
     def vectors(self) -> np.ndarray:
         """The stored vectors, one per row: exact for flat and HNSW; float16-rounded for a
@@ -132,38 +107,14 @@ class NameIndex:
     def convert(self, kind: str, **params: int) -> "NameIndex":
         """The same rows in an index of another ``kind``, from this index's exact vectors
         (no name is encoded again): e.g. a flat index → the compact ``pq`` one that ships."""
-        check_kind(kind)
-        vectors = np.ascontiguousarray(self.vectors(), dtype=np.float32)
-        started = time.perf_counter()
-        faiss_index, params_used = make_faiss_index(kind, self.dim, vectors, params)
-        faiss_index.add(vectors)
-        manifest = dict(self.manifest, kind=kind, params=params_used)
-        manifest["build"] = dict(self.manifest.get("build", {}), converted_from=self.kind,
-                                 convert_seconds=round(time.perf_counter() - started, 3))
-        index = type(self)(faiss_index, list(self.names), list(self.concept_ids), manifest)
-        index._tables = self._tables
-        if params_used.get("refine_m"):
-            index.refine_codes = train_refine_codes(faiss_index, vectors, params_used["refine_m"])
-        if params_used.get("rerank"):
-            # every row of a name holds the same vector: take each name's first row
-            _, first_row = np.unique(self._compact_tables()[2][:, 0], return_index=True)
-            index.rerank_vectors = vectors[first_row].astype(np.float16)
-        return index
+        return convert_index(self, kind, params)
 
     def with_refine_codes(self, vectors: Optional[np.ndarray], refine_m: int) -> "NameIndex":
         """This ``pq`` index, its codes untouched, with residual codes of ``refine_m`` bytes a row made
         from ``vectors`` (the exact ones, one per row: a flat index's :meth:`vectors`), or with none
         (``refine_m`` 0): a package whose KB and codes stay the same changes them without its index
         file changing."""
-        if self.kind != "pq":
-            raise InputError(f"refinement codes are made for a pq index, not a {self.kind} one", field="refine_m")
-        if refine_m and vectors is None:
-            raise InputError("refinement codes are made from the exact vectors: none given", field="vectors")
-        codes = train_refine_codes(self.index, vectors, refine_m) if refine_m else None
-        manifest = dict(self.manifest, params=dict(self.manifest.get("params", {}), refine_m=int(refine_m)))
-        index = type(self)(self.index, self.names, self.concept_ids, manifest)
-        index._tables, index.refine_codes = self._tables, codes
-        return index
+        return with_refine_codes(self, vectors, refine_m)
 
     # -- searching ----------------------------------------------------------------
     def __len__(self) -> int:
@@ -217,8 +168,10 @@ class NameIndex:
             return np.zeros((0, k), dtype=np.float32), np.zeros((0, k), dtype=np.int64)
         params = self.manifest.get("params", {})
         rerank = int(params.get("rerank", 0)) if self.rerank_vectors is not None else 0
-        if rows is None:
-            searched = self._searcher() if self.kind == "pq" else self.index
+        searched = self._searcher()
+        if isinstance(searched, Bf16FlatSearch):  # exact, every row filter included
+            scores, found = searched.search(vectors, max(k, rerank), None if rows is None else rows.mask)
+        elif rows is None:
             scores, found = plain_search(searched, self.kind, params, vectors, max(k, rerank))
         else:
             scores, found = filtered_search(self.index, self.kind, params, vectors, max(k, rerank), rows)
@@ -238,9 +191,13 @@ class NameIndex:
         return np.take_along_axis(scores, order, axis=1), np.take_along_axis(found, order, axis=1)
 
     def _searcher(self) -> Any:
-        if self._pq_searcher is None or self._pq_searcher[0] is not self.index:
-            self._pq_searcher = (self.index, pq_searcher(self.index))
-        return self._pq_searcher[1]
+        """What searches the index (made again when the index, its size or :attr:`bf16_search` changed)."""
+        key = (self.index, self.index.ntotal, self.bf16_search)
+        made = self._made_searcher
+        if made is None or made[0][0] is not self.index or made[0][1:] != key[1:]:
+            wanted = cpu_has_native_bf16() if self.bf16_search is None else self.bf16_search
+            self._made_searcher = (key, searcher_for(self.index, self.kind, bf16_flat=wanted))
+        return self._made_searcher[1]
 
     def _score_own_names(self, vectors: np.ndarray, texts: Sequence[str], scores: np.ndarray, found: np.ndarray,
                          k: int, rows: Optional[RowFilter]) -> Tuple[np.ndarray, np.ndarray]:

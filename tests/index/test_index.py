@@ -390,3 +390,25 @@ def test_a_filtered_pq_search_scans_the_allowed_codes_alone_with_the_full_indexs
     assert rows.pq_codes(pq.index)[0] is allowed  # made once per index
     other = flat.convert("pq", pq_m=4, pq_bits=4)
     assert rows.pq_codes(other.index)[0] is not allowed
+
+
+def test_a_flat_index_searched_in_bf16_gives_the_float32_answers(flat, encoder):
+    """bf16_search (auto: where the CPU computes bf16 natively) changes the speed, not the answers:
+    the same rows and (to float rounding) scores, with a row filter too; the searcher follows the setting."""
+    import copy
+
+    from spacy_sapbert.index.bf16_flat import Bf16FlatSearch
+    from spacy_sapbert.index.row_filter import RowFilter
+
+    queries = encoder.encode(["renal failure", "kidney trouble", "hcq", "breast tumour", "ms"])
+    on, off = copy.copy(flat), copy.copy(flat)
+    on.bf16_search, off.bf16_search = True, False
+    filters = [None, RowFilter(np.random.RandomState(1).rand(len(flat)) < 0.5)]
+    for rows in filters:
+        got_scores, got = on.search(queries, 3, rows)
+        want_scores, want = off.search(queries, 3, rows)
+        assert np.array_equal(got, want)
+        np.testing.assert_allclose(got_scores, want_scores, atol=1e-5)
+    assert isinstance(on._searcher(), Bf16FlatSearch) and off._searcher() is flat.index
+    on.bf16_search = False
+    assert on._searcher() is flat.index

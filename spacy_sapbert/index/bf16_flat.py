@@ -1,0 +1,107 @@
+"""Exact search of a flat index through a bf16 matrix multiply, on CPUs that compute bf16 natively.
+
+A flat search is one matrix multiply of the queries with every name vector, which FAISS does in
+float32. Where the CPU multiplies bf16 natively (AMX, AVX512-BF16: :func:`cpu_has_native_bf16`)
+the same product in bf16 runs faster (2,048 queries over MEDIC's 73,860 names on two AVX512-BF16
+cores: 0.51-0.61 s with the top-k, against FAISS's 0.76 s), and its scores are within
+:data:`ERROR_BOUND` of the float32 ones. So the best ``k +`` :data:`SHORTLIST_EXTRA` rows by bf16
+score are scored again in float32 from the index's own vectors and the best ``k`` kept. That is
+the float32 search's answer (same rows, same scores but for the last bits of a different
+summation order) whenever the k-th float32 score clears the shortlist's last bf16 score by the
+bound, since no row left out can then beat it. The queries where it does not (43 of BC5CDR dev's
+2,269 mention texts over MEDIC at the linker's k of 25, none of NCBI test's 400: a crowd of
+near-equal names) are searched again against every row in float32, together, a matrix multiply a chunk.
+
+The bound: the query and the names are unit vectors; rounding each coordinate to bf16 (8
+significant bits, u = 2^-8) moves a vector by at most u of its length, so a product moves by at
+most 2u + u^2 (Cauchy-Schwarz); the products are summed in float32 (error below 2^-15 over 384
+dimensions) and the sum rounded to bf16 once more (u of a score of about 1): 3u + 2^-12 covers it.
+
+It costs a bf16 copy of the vectors beside FAISS's float32 ones (half their size again).
+"""
+from __future__ import annotations
+
+from typing import Any, Optional, Tuple
+
+import numpy as np
+
+SHORTLIST_EXTRA = 32
+"""Rows beyond ``k`` scored again in float32 per query."""
+ERROR_BOUND = 3 * 2.0 ** -8 + 2.0 ** -12
+"""How far a bf16 score can be from the float32 one (module docstring)."""
+CHUNK = 256
+"""Queries per matrix multiply: a chunk's bf16 scores over 180,068 names take 92 MB."""
+
+
+class Bf16FlatSearch:
+    """Searches a FAISS ``IndexFlatIP`` as :meth:`search` does, with a bf16 copy of its vectors."""
+
+    def __init__(self, index: Any) -> None:
+        import faiss
+        import torch
+
+        self.index = index
+        self.ntotal = int(index.ntotal)
+        # FAISS's own float32 storage, read in place (the index is kept, so it stays valid)
+        self._vectors = faiss.rev_swig_ptr(index.get_xb(), self.ntotal * index.d).reshape(self.ntotal, index.d)
+        self._bf16 = torch.from_numpy(self._vectors).to(torch.bfloat16)
+
+    def search(self, queries: np.ndarray, k: int, mask: Optional[np.ndarray] = None
+               ) -> Tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` rows per query (among those ``mask`` allows), best first: scores (n, k) float32, rows
+        (n, k) int64, row -1 and score ``-inf`` where there are fewer rows."""
+        import torch
+
+        queries = np.ascontiguousarray(queries, dtype=np.float32)
+        n = len(queries)
+        scores = np.full((n, k), -np.inf, dtype=np.float32)
+        rows = np.full((n, k), -1, dtype=np.int64)
+        allowed = self.ntotal if mask is None else int(mask.sum())
+        shortlist = min(k + SHORTLIST_EXTRA, allowed)
+        if n == 0 or shortlist == 0:
+            return scores, rows
+        blocked = None if mask is None else torch.from_numpy(~mask)
+        unsure = []
+        with torch.inference_mode():
+            for start in range(0, n, CHUNK):
+                chunk = queries[start:start + CHUNK]
+                approx = torch.from_numpy(chunk).to(torch.bfloat16) @ self._bf16.T
+                if blocked is not None:
+                    approx.masked_fill_(blocked, float("-inf"))
+                top = torch.topk(approx, shortlist, dim=1)
+                candidates = top.indices.numpy()
+                exact = np.einsum("nd,nmd->nm", chunk, self._vectors[candidates])
+                order = np.argsort(-exact, axis=1, kind="stable")[:, :k]
+                kept = np.take_along_axis(exact, order, axis=1)
+                scores[start:start + len(chunk), :kept.shape[1]] = kept
+                rows[start:start + len(chunk), :kept.shape[1]] = np.take_along_axis(candidates, order, axis=1)
+                if shortlist < allowed:  # rows were left out: is the k-th kept one safely above them?
+                    last = top.values[:, -1].float().numpy()
+                    unsure.extend((start + np.flatnonzero(kept[:, -1] < last + ERROR_BOUND)).tolist())
+        if unsure:
+            picked = np.array(unsure, dtype=np.int64)
+            scores[picked], rows[picked] = self._exact(queries[picked], k, blocked)
+        return scores, rows
+
+    def _exact(self, queries: np.ndarray, k: int, blocked: Optional[Any]) -> Tuple[np.ndarray, np.ndarray]:
+        """The queries against every (allowed) row in float32, a chunk at a time (one float32 matrix
+        multiply each, as FAISS's own search)."""
+        import torch
+
+        vectors = torch.from_numpy(self._vectors)
+        allowed = self.ntotal if blocked is None else int((~blocked).sum())
+        top = min(k, allowed)
+        scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
+        rows = np.full((len(queries), k), -1, dtype=np.int64)
+        with torch.inference_mode():
+            for start in range(0, len(queries), CHUNK):
+                every = torch.from_numpy(queries[start:start + CHUNK]) @ vectors.T
+                if blocked is not None:
+                    every.masked_fill_(blocked, float("-inf"))
+                best = torch.topk(every, top, dim=1)
+                scores[start:start + len(every), :top] = best.values.numpy()
+                rows[start:start + len(every), :top] = best.indices.numpy()
+        return scores, rows
+
+
+__all__ = ["Bf16FlatSearch", "CHUNK", "ERROR_BOUND", "SHORTLIST_EXTRA"]
