@@ -1,0 +1,34 @@
+"""scripts/e2e_misses.py: each missed document concept is put down to the right stage."""
+import importlib.util
+from pathlib import Path
+
+from spacy_sapbert.training.ner.e2e_table import Entity
+
+SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "e2e_misses.py"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("e2e_misses", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_miss_causes_name_the_stage_that_lost_each_concept():
+    misses = load_script()
+    mentions = {("1", "DISEASE", "D1"): [(0, 5)], ("1", "DISEASE", "D2"): [(10, 15)],
+                ("1", "DISEASE", "D3"): [(20, 25)], ("1", "DISEASE", "D4"): [(30, 35)],
+                ("1", "DISEASE", "D5"): [(40, 45)]}
+    entities = [Entity("1", 10, 15, "DISEASE", "D9", 0.9),    # D2: another concept
+                Entity("1", 18, 23, "DISEASE", "D3", 0.2),    # D3: overlapping span, right concept, low score
+                Entity("1", 30, 35, "CHEMICAL", "C1", 0.9),   # D4: only a span of the other label
+                Entity("2", 40, 45, "DISEASE", "D5", 0.9)]    # D5: another document's entity does not count
+    causes = misses.miss_causes(set(mentions), entities, mentions)
+    assert causes == {"NER: no entity on any mention": 2, "linker: another concept": 1,
+                      "linker: the right concept below the threshold": 1, "NER: another label only": 1}
+
+
+def test_newer_descriptors_have_ten_character_uis():
+    misses = load_script()
+    assert misses.newer_descriptor("D000077212")
+    assert not misses.newer_descriptor("D001463") and not misses.newer_descriptor("C037663")
