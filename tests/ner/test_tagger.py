@@ -51,6 +51,24 @@ def test_decode_never_starts_a_span_with_inside(nlp):
     assert [(s.text, s.label_) for s in scheme.spans(doc, tags)] == [("renal failure", "DISEASE")]
 
 
+def test_decode_is_the_best_well_formed_path_whether_or_not_each_tokens_best_tag_is_one():
+    """Against every path of 5 tokens: the greedy shortcut (each token's best tag, when well formed)
+    and the Viterbi search give the best-scoring well-formed sequence."""
+    import itertools
+
+    scheme = TagScheme(["CHEMICAL", "DISEASE"])
+    rng = np.random.default_rng(0)
+    shortcut = 0
+    for _ in range(60):
+        scores = np.log(rng.dirichlet(np.full(5, 0.3), size=5))
+        paths = [p for p in itertools.product(range(5), repeat=5)
+                 if not scheme.tags[p[0]].startswith("I-") and all(scheme._allowed[a, b] for a, b in zip(p, p[1:]))]
+        best = max(paths, key=lambda p: scores[np.arange(5), p].sum())
+        assert scheme.decode(scores) == list(best)
+        shortcut += list(scores.argmax(axis=1)) == list(best)
+    assert 0 < shortcut < 60  # both ways were taken
+
+
 def test_tag_scheme_round_trips_and_refuses_other_lists():
     scheme = TagScheme(["CHEMICAL", "DISEASE"])
     assert TagScheme.from_tags(scheme.tags).tags == scheme.tags
