@@ -9,10 +9,9 @@ annotators left out.
 
 It also counts the misses whose gold ID the linker's KB lacks, and of those the ones the pipeline found
 under a descriptor with a ten-character UI (``D0000…``: newer than the corpus, whose descriptor UIs all
-have seven) whose preferred name is the text
-of one of the ID's mentions there ("ropivacaine": C037663 in BC5CDR, the descriptor D000077212 in
-MeSH 2024). Supplementary records promoted to descriptors are gone from MeSH 2024, which the KB is built from,
-and NLM's record of the promotions is not among the assets, so the scores count these as misses; the
+have seven) whose preferred name is the text of one of the ID's mentions there ("ropivacaine": C037663
+in BC5CDR, the descriptor D000077212 in MeSH 2024). Supplementary records promoted to descriptors are
+gone from MeSH 2024, which the KB is built from, and NLM's record of the promotions is not among the assets, so the scores count these as misses; the
 "if counted" F1 is this name rule's reading, not a score.
 """
 from __future__ import annotations
@@ -25,6 +24,7 @@ from typing import Dict, List, Sequence, Set, Tuple
 from spacy_sapbert.training.corpora import read_pubtator
 from spacy_sapbert.training.ner.data import BC5CDR_LABELS
 from spacy_sapbert.training.ner.e2e_table import Entity, collect, gold_sets, own_thresholds, stated
+from spacy_sapbert.training.ner.scores import PRF
 
 Concept = Tuple[str, str, str]  # (pmid, label, concept key)
 
@@ -103,10 +103,9 @@ def main() -> None:
                     used.add(candidate)
                     renamed += 1
                     break
-        f1 = lambda t, p, n: 200 * t / max(1, 2 * t + p + n)  # noqa: E731
+        counted = PRF(tp + renamed, len(extra) - renamed, len(missed) - renamed)
         print(f"  missed with a gold ID the KB lacks: {len(absent)}; found under a newer descriptor of the same "
-              f"name: {renamed}; F1 {f1(tp, len(extra), len(missed)):.2f}, if those counted "
-              f"{f1(tp + renamed, len(extra) - renamed, len(missed) - renamed):.2f}")
+              f"name: {renamed}; F1 {PRF(tp, len(extra), len(missed)).f1:.2f}, if those counted {counted.f1:.2f}")
 
 
 if __name__ == "__main__":

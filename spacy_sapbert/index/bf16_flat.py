@@ -10,7 +10,10 @@ the float32 search's answer (same rows, same scores but for the last bits of a d
 summation order) whenever the k-th float32 score clears the shortlist's last bf16 score by the
 bound, since no row left out can then beat it. The queries where it does not (43 of BC5CDR dev's
 2,269 mention texts over MEDIC at the linker's k of 25, none of NCBI test's 400: a crowd of
-near-equal names) are searched again against every row in float32, together, a matrix multiply a chunk.
+near-equal names) are returned as unsure, and :meth:`NameIndex.search
+<spacy_sapbert.index.name_index.NameIndex.search>` searches them again the way it searches any flat
+index in float32 (:func:`~spacy_sapbert.index.kinds.plain_search`,
+:func:`~spacy_sapbert.index.row_filter.filtered_search`).
 
 The bound: the query and the names are unit vectors; rounding each coordinate to bf16 (8
 significant bits, u = 2^-8) moves a vector by at most u of its length, so a product moves by at
@@ -47,9 +50,10 @@ class Bf16FlatSearch:
         self._bf16 = torch.from_numpy(self._vectors).to(torch.bfloat16)
 
     def search(self, queries: np.ndarray, k: int, mask: Optional[np.ndarray] = None
-               ) -> Tuple[np.ndarray, np.ndarray]:
+               ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Top-``k`` rows per query (among those ``mask`` allows), best first: scores (n, k) float32, rows
-        (n, k) int64, row -1 and score ``-inf`` where there are fewer rows."""
+        (n, k) int64, row -1 and score ``-inf`` where there are fewer rows; and the positions of the
+        queries whose answer the bound does not prove, to be searched again in float32."""
         import torch
 
         queries = np.ascontiguousarray(queries, dtype=np.float32)
@@ -59,7 +63,7 @@ class Bf16FlatSearch:
         allowed = self.ntotal if mask is None else int(mask.sum())
         shortlist = min(k + SHORTLIST_EXTRA, allowed)
         if n == 0 or shortlist == 0:
-            return scores, rows
+            return scores, rows, np.zeros(0, dtype=np.int64)
         blocked = None if mask is None else torch.from_numpy(~mask)
         unsure = []
         with torch.inference_mode():
@@ -78,30 +82,7 @@ class Bf16FlatSearch:
                 if shortlist < allowed:  # rows were left out: is the k-th kept one safely above them?
                     last = top.values[:, -1].float().numpy()
                     unsure.extend((start + np.flatnonzero(kept[:, -1] < last + ERROR_BOUND)).tolist())
-        if unsure:
-            picked = np.array(unsure, dtype=np.int64)
-            scores[picked], rows[picked] = self._exact(queries[picked], k, blocked)
-        return scores, rows
-
-    def _exact(self, queries: np.ndarray, k: int, blocked: Optional[Any]) -> Tuple[np.ndarray, np.ndarray]:
-        """The queries against every (allowed) row in float32, a chunk at a time (one float32 matrix
-        multiply each, as FAISS's own search)."""
-        import torch
-
-        vectors = torch.from_numpy(self._vectors)
-        allowed = self.ntotal if blocked is None else int((~blocked).sum())
-        top = min(k, allowed)
-        scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
-        rows = np.full((len(queries), k), -1, dtype=np.int64)
-        with torch.inference_mode():
-            for start in range(0, len(queries), CHUNK):
-                every = torch.from_numpy(queries[start:start + CHUNK]) @ vectors.T
-                if blocked is not None:
-                    every.masked_fill_(blocked, float("-inf"))
-                best = torch.topk(every, top, dim=1)
-                scores[start:start + len(every), :top] = best.values.numpy()
-                rows[start:start + len(every), :top] = best.indices.numpy()
-        return scores, rows
+        return scores, rows, np.array(unsure, dtype=np.int64)
 
 
 __all__ = ["Bf16FlatSearch", "CHUNK", "ERROR_BOUND", "SHORTLIST_EXTRA"]

@@ -168,13 +168,13 @@ class NameIndex:
             return np.zeros((0, k), dtype=np.float32), np.zeros((0, k), dtype=np.int64)
         params = self.manifest.get("params", {})
         rerank = int(params.get("rerank", 0)) if self.rerank_vectors is not None else 0
-        searched = self._searcher()
-        if isinstance(searched, Bf16FlatSearch):  # exact, every row filter included
-            scores, found = searched.search(vectors, max(k, rerank), None if rows is None else rows.mask)
-        elif rows is None:
-            scores, found = plain_search(searched, self.kind, params, vectors, max(k, rerank))
+        depth, searched = max(k, rerank), self._searcher()
+        if isinstance(searched, Bf16FlatSearch):  # the queries its bound leaves unsure: FAISS's float32 search
+            scores, found, unsure = searched.search(vectors, depth, None if rows is None else rows.mask)
+            if len(unsure):
+                scores[unsure], found[unsure] = self._faiss_search(self.index, vectors[unsure], depth, rows)
         else:
-            scores, found = filtered_search(self.index, self.kind, params, vectors, max(k, rerank), rows)
+            scores, found = self._faiss_search(searched, vectors, depth, rows)
         scores = scores.astype(np.float32, copy=False)
         found = found.astype(np.int64, copy=False)
         if rerank:
@@ -189,6 +189,13 @@ class NameIndex:
         # returns such ties, so that every kind (and a promoted name) breaks them alike
         order = np.lexsort((-found, -scores), axis=-1)
         return np.take_along_axis(scores, order, axis=1), np.take_along_axis(found, order, axis=1)
+
+    def _faiss_search(self, searched: Any, vectors: np.ndarray, k: int, rows: Optional[RowFilter]
+                      ) -> Tuple[np.ndarray, np.ndarray]:
+        params = self.manifest.get("params", {})
+        if rows is None:
+            return plain_search(searched, self.kind, params, vectors, k)
+        return filtered_search(self.index, self.kind, params, vectors, k, rows)
 
     def _searcher(self) -> Any:
         """What searches the index (made again when the index, its size or :attr:`bf16_search` changed)."""

@@ -1,10 +1,13 @@
-"""The bf16 search of a flat index gives FAISS's float32 answers (:mod:`spacy_sapbert.index.bf16_flat`)."""
+"""The bf16 search of a flat index gives FAISS's float32 answers (:mod:`spacy_sapbert.index.bf16_flat`): itself where
+its bound proves the shortlist, through NameIndex.search's float32 search of the queries it reports unsure."""
 import faiss
 import numpy as np
 import pytest
 
 from spacy_sapbert.index import bf16_flat
 from spacy_sapbert.index.bf16_flat import Bf16FlatSearch
+from spacy_sapbert.index.name_index import NameIndex
+from spacy_sapbert.index.row_filter import RowFilter
 
 
 def unit(rows: int, dim: int, seed: int) -> np.ndarray:
@@ -19,6 +22,14 @@ def flat():
     return index
 
 
+def name_index(index):
+    """A NameIndex over a bare FAISS index (a name and a concept per row), searched in bf16."""
+    wrapped = NameIndex(index, [f"name {i}" for i in range(index.ntotal)], [f"C{i}" for i in range(index.ntotal)],
+                        {"kind": "flat", "params": {}})
+    wrapped.bf16_search = True
+    return wrapped
+
+
 def masked_top(index, queries, k, mask):
     every = queries @ faiss.rev_swig_ptr(index.get_xb(), index.ntotal * index.d).reshape(index.ntotal, index.d).T
     every[:, ~mask] = -np.inf
@@ -28,8 +39,9 @@ def masked_top(index, queries, k, mask):
 
 def test_same_rows_and_scores_as_faiss(flat):
     queries = unit(300, 48, 1)  # more than one chunk of queries
-    scores, rows = Bf16FlatSearch(flat).search(queries, 10)
+    scores, rows, unsure = Bf16FlatSearch(flat).search(queries, 10)
     want_scores, want_rows = flat.search(queries, 10)
+    assert len(unsure) == 0  # random names lie apart: the bound proves every shortlist
     assert np.array_equal(rows, want_rows)
     np.testing.assert_allclose(scores, want_scores, atol=1e-5)
 
@@ -38,8 +50,9 @@ def test_a_row_filter_is_exact(flat):
     queries = unit(20, 48, 2)
     mask = np.zeros(flat.ntotal, dtype=bool)
     mask[::7] = True
-    scores, rows = Bf16FlatSearch(flat).search(queries, 5, mask)
+    scores, rows, unsure = Bf16FlatSearch(flat).search(queries, 5, mask)
     want_scores, want_rows = masked_top(flat, queries, 5, mask)
+    assert len(unsure) == 0
     assert np.array_equal(rows, want_rows) and mask[rows].all()
     np.testing.assert_allclose(scores, want_scores, atol=1e-5)
 
@@ -47,7 +60,8 @@ def test_a_row_filter_is_exact(flat):
 def test_fewer_allowed_rows_than_k_are_padded(flat):
     mask = np.zeros(flat.ntotal, dtype=bool)
     mask[[3, 30, 300]] = True
-    scores, rows = Bf16FlatSearch(flat).search(unit(4, 48, 3), 6, mask)
+    scores, rows, unsure = Bf16FlatSearch(flat).search(unit(4, 48, 3), 6, mask)
+    assert len(unsure) == 0  # every allowed row was scored in float32
     assert (np.sort(rows[:, :3], axis=1) == [3, 30, 300]).all()
     assert (rows[:, 3:] == -1).all() and np.isneginf(scores[:, 3:]).all()
     none = Bf16FlatSearch(flat).search(unit(2, 48, 4), 3, np.zeros(flat.ntotal, dtype=bool))
@@ -55,12 +69,14 @@ def test_fewer_allowed_rows_than_k_are_padded(flat):
 
 
 def test_a_query_the_bound_does_not_clear_is_scored_in_float32(flat, monkeypatch):
-    """With an error bound no shortlist clears, every query takes the float32 path: the same answers."""
+    """With an error bound no shortlist clears, every query is reported unsure and NameIndex.search
+    takes FAISS's float32 path for it: the same answers."""
     monkeypatch.setattr(bf16_flat, "ERROR_BOUND", 10.0)
     queries = unit(30, 48, 5)
     mask = np.arange(flat.ntotal) % 3 > 0
+    assert list(Bf16FlatSearch(flat).search(queries, 8, mask)[2]) == list(range(30))
     for m in (None, mask):
-        scores, rows = Bf16FlatSearch(flat).search(queries, 8, m)
+        scores, rows = name_index(flat).search(queries, 8, None if m is None else RowFilter(m))
         want_scores, want_rows = masked_top(flat, queries, 8, np.ones(flat.ntotal, dtype=bool) if m is None else m)
         assert np.array_equal(rows, want_rows)
         np.testing.assert_allclose(scores, want_scores, atol=1e-5)
@@ -70,13 +86,15 @@ def test_crowded_names_still_get_the_exact_answer():
     """Many names within the bf16 error of each other (near-duplicates, as a KB's spelling variants
     are): the shortlist cannot be trusted for most queries, and the answers are still FAISS's."""
     centres = unit(40, 64, 6)
-    names = centres.repeat(100, axis=0) + 0.002 * np.random.default_rng(7).standard_normal((4000, 64)).astype(np.float32)
+    noise = np.random.default_rng(7).standard_normal((4000, 64)).astype(np.float32)
+    names = centres.repeat(100, axis=0) + 0.002 * noise
     names /= np.linalg.norm(names, axis=1, keepdims=True)
     index = faiss.IndexFlatIP(64)
     index.add(names)
     queries = centres[:25] + 0.01 * unit(25, 64, 8)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-    scores, rows = Bf16FlatSearch(index).search(queries, 25)
+    assert len(Bf16FlatSearch(index).search(queries, 25)[2]) > 0  # the float32 path is taken
+    scores, rows = name_index(index).search(queries, 25)
     want_scores, want_rows = index.search(queries, 25)
     np.testing.assert_allclose(scores, want_scores, atol=1e-5)
     for got, want, score in zip(rows, want_rows, want_scores):  # equal scores may come in another order
