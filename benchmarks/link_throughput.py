@@ -137,7 +137,9 @@ def our_pipes(nlp: spacy.Language, kb: KnowledgeBase, args: argparse.Namespace, 
               ) -> Tuple[Dict[str, Any], NameIndex, Encoder]:
     """One ``sapbert_linker`` pipe per variant of ours, sharing one index per kind (builds recorded in
     ``result``); also the first index and encoder, for the report."""
-    encoders = {p: Encoder(args.model, device="cpu", dtype=p) for p in args.precision}
+    # as a pipe loads its encoder (pipes/linker_parts.saved_encoder): under bf16 autocast the linear layers'
+    # weights are kept in bf16, not cast from float32 at every batch (the same vectors, bert.half_linear_weights)
+    encoders = {p: Encoder(args.model, device="cpu", dtype=p, half_linears=True) for p in args.precision}
     first = encoders[args.precision[0]]
     index = NameIndex.load(args.index, encoder=first, kb=kb) if args.index else NameIndex.build(kb, first)
     result["ours_index"] = {"kind": index.kind, "precision": first.dtype, **index.manifest.get("build", {})}
