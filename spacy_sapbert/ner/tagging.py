@@ -57,19 +57,32 @@ class Tagging:
             raise InputError(f"unknown style {style!r}: this model knows {list(self.styles) or 'none'}", field="style")
         return self.styles.index(style)
 
-    def windows(self, doc: Doc, style: Optional[str] = None) -> List[Window]:
-        """The model inputs for ``doc`` (training feeds the same) in ``style`` (default: :attr:`style`)."""
+    def windows(self, doc: Doc, style: Optional[str] = None, pieces: Optional[Sequence[Sequence[int]]] = None
+                ) -> List[Window]:
+        """The model inputs for ``doc`` (training feeds the same) in ``style`` (default: :attr:`style`);
+        ``pieces``, its tokens' word pieces when the caller read them already (:meth:`scores`, for a batch)."""
         tokens = [t.text for t in doc]
-        pieces = self.tokenizer.word_pieces(tokens)
+        if pieces is None:
+            pieces = self.tokenizer.word_pieces(tokens)
         features = token_features(doc, self.gazetteer, self.shapes, self.style_index(style))
         return document_windows(tokens, pieces, features, self.tokenizer.special_ids(), self.max_pieces, self.overlap)
+
+    def batch_windows(self, docs: Sequence[Doc]) -> List[List[Window]]:
+        """:meth:`windows` of each doc, the word pieces of all of them read in one call (a batch repeats
+        most of its words: :meth:`~spacy_sapbert.encoding.fast_tokenizer.FastTokenizer.word_pieces`)."""
+        pieces = self.tokenizer.word_pieces([t.text for doc in docs for t in doc])
+        out, start = [], 0
+        for doc in docs:
+            out.append(self.windows(doc, pieces=pieces[start:start + len(doc)]))
+            start += len(doc)
+        return out
 
     def scores(self, docs: Sequence[Doc]) -> List[np.ndarray]:
         """Per doc, log-probabilities of each tag for each token (tokens × tags; a token the model
         does not read, whitespace, is ``O``)."""
         import torch
 
-        jobs = [(d, w) for d, doc in enumerate(docs) for w in self.windows(doc)]
+        jobs = [(d, w) for d, windows in enumerate(self.batch_windows(docs)) for w in windows]
         jobs.sort(key=lambda job: len(job[1].input_ids))
         out = [np.full((len(doc), len(self.scheme)), -1e4, dtype=np.float32) for doc in docs]
         for doc_scores in out:

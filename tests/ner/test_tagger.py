@@ -404,6 +404,31 @@ def test_special_ids_are_the_ones_the_tokenizer_adds(tmp_path):
     assert fast.pad_token_id == 1 and fast.word_pieces(["acid"]) == [[6]]
 
 
+def test_word_pieces_encode_each_distinct_word_once_and_batch_windows_match_one_doc_at_a_time(tiny_bert, nlp,
+                                                                                              tmp_path):
+    """A batch of documents is read in one word-piece call that encodes each distinct word once; the pieces,
+    and the windows made from them, are those of every word and document read on its own."""
+    from spacy_sapbert.encoding.fast_tokenizer import FastTokenizer
+
+    fast = FastTokenizer(tiny_bert, None)
+    words = ["breast", "cancer", "and", "breast", "", " ", "cancer", "acid-base", "breast"]
+    calls = []
+    encode_batch = fast._tokenizer.encode_batch
+    fast._tokenizer = type("Counting", (), {"encode_batch": lambda self, texts, **kw: calls.append(list(texts))
+                                            or encode_batch(texts, **kw),
+                                            "no_truncation": lambda self: None})()
+    pieces = fast.word_pieces(words)
+    assert calls == [["breast", "cancer", "and", "", " ", "acid-base"]]
+    assert pieces == [e.ids for e in encode_batch(words, add_special_tokens=False)]
+    folder = _tagger_folder(tiny_bert, nlp, tmp_path / "tagger")
+    pipeline = spacy.blank("en", config=TOKENIZER_CONFIG)
+    pipeline.add_pipe("sapbert_ner", config={"model": str(folder), "precision": "float32"})
+    tagging = pipeline.get_pipe("sapbert_ner")._ready()
+    docs = [pipeline.make_doc(t) for t in ("breast cancer and kidney cancer", "acid", "kidney\n\nbreast cancer")]
+    assert [[vars(w) for w in ws] for ws in tagging.batch_windows(docs)] == \
+        [[vars(w) for w in tagging.windows(doc)] for doc in docs]
+
+
 def test_int8_pipe_tags_like_float32_and_saves_the_float_weights(tiny_bert, nlp, tmp_path):
     from safetensors.torch import load_file
 
