@@ -11,7 +11,9 @@ File format (``gazetteer.tsv.gz``): one ``LABEL<TAB>tok tok tok`` per line; no p
 """
 from __future__ import annotations
 
+import functools
 import gzip
+import itertools
 import logging
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
@@ -54,10 +56,11 @@ class Gazetteer:
         self.labels: Tuple[str, ...] = tuple(sorted(joined))
         self._names: Dict[str, np.ndarray] = {}
         self._firsts: Dict[str, np.ndarray] = {}
+        self._lengths: Dict[str, np.ndarray] = {}
         for label in self.labels:
             names = joined[label]
             self._names[label] = _keys(names)
-            self._firsts[label] = _keys([name.partition(" ")[0] for name in names])
+            self._firsts[label], self._lengths[label] = _lengths_by_first_word(names)
 
     def __len__(self) -> int:
         return sum(len(keys) for keys in self._names.values())
@@ -90,10 +93,16 @@ class Gazetteer:
 
     def _longest_matches(self, words: Sequence[str], label: str) -> List[Tuple[int, int]]:
         """Left to right, the longest name starting at each token not inside an earlier match."""
-        starts = np.flatnonzero(_member(_keys(words, unique=False), self._firsts[label]))
+        firsts = self._firsts[label]
+        if not len(firsts):
+            return []
+        keys = _keys(words, unique=False)
+        at = np.minimum(np.searchsorted(firsts, keys), len(firsts) - 1)
+        starts = np.flatnonzero(firsts[at] == keys)
         spans: List[Tuple[int, int]] = []
-        for i in starts.tolist():
-            spans.extend((i, end) for end in range(i + 1, min(len(words), i + MAX_TOKENS) + 1))
+        # from each start, only the lengths of the names that begin with its word
+        for i, mask in zip(starts.tolist(), self._lengths[label][at[starts]].tolist()):
+            spans.extend((i, i + n) for n in _lengths_in(mask) if i + n <= len(words))
         if not spans:
             return []
         hits = _member(_keys([" ".join(words[i:end]) for i, end in spans], unique=False), self._names[label])
@@ -155,6 +164,30 @@ def _keys(texts: Sequence[str], unique: bool = True) -> np.ndarray:
     """The hashes of ``texts`` as int64, sorted and distinct (``unique``) or in order."""
     keys = np.fromiter(map(hash, texts), dtype=np.int64, count=len(texts))
     return np.unique(keys) if unique else keys
+
+
+def _lengths_by_first_word(names: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
+    """(the sorted distinct hashes of the names' first words, for each a bit mask of the lengths in words
+    of the names that begin with it: bit ``n`` set when one has ``n`` words, :data:`MAX_TOKENS` at most).
+    A match from a word is looked for at those lengths only: over NCBI test's 100 abstracts the default's
+    gazetteer looked up 201,125 candidate spans (every length up to :data:`MAX_TOKENS` from each word that
+    begins a name), 68,419 with the masks: the same matches, the features 0.129 → 0.065 s (BC5CDR dev's 500
+    abstracts 0.655 → 0.311 s; 2 cores, one process, alternating), for about 47 ms more when the gazetteer
+    loads (its 286,177 names' words counted)."""
+    firsts = _keys([name.partition(" ")[0] for name in names], unique=False)
+    if not len(firsts):
+        return firsts, np.zeros(0, dtype=np.int64)
+    table, inverse = np.unique(firsts, return_inverse=True)
+    lengths = np.fromiter(map(str.count, names, itertools.repeat(" ")), dtype=np.int64, count=len(names)) + 1
+    masks = np.zeros(len(table), dtype=np.int64)
+    np.bitwise_or.at(masks, inverse, np.left_shift(1, np.minimum(lengths, MAX_TOKENS)))
+    return table, masks
+
+
+@functools.lru_cache(maxsize=None)
+def _lengths_in(mask: int) -> Tuple[int, ...]:
+    """The name lengths a bit mask of :func:`_lengths_by_first_word` holds, shortest first."""
+    return tuple(n for n in range(1, MAX_TOKENS + 1) if mask >> n & 1)
 
 
 def _member(keys: np.ndarray, table: np.ndarray) -> np.ndarray:

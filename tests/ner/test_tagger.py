@@ -96,6 +96,41 @@ def test_gazetteer_tags_the_longest_name_per_label(nlp, tmp_path):
     assert gzip.decompress((tmp_path / "again" / "gazetteer.tsv.gz").read_bytes()).decode() == text
 
 
+def test_gazetteer_finds_what_trying_every_length_finds():
+    """Matches are looked for only at the lengths of the names that begin with a word; on random names
+    and texts they are those of trying every span of up to MAX_TOKENS words (the old search)."""
+    import random
+
+    from spacy_sapbert.ner import gazetteer as gazetteer_module
+
+    rng = random.Random(7)
+    vocabulary = [f"w{i}" for i in range(12)]
+    names = {("DISEASE" if rng.random() < 0.6 else "CHEMICAL", tuple(rng.choice(vocabulary)
+                                                                       for _ in range(rng.choice([1, 1, 2, 3, 5, 14]))))
+             for _ in range(40)}
+    table = {}
+    for label, words in names:
+        table.setdefault(label, set()).add(words)
+    gazetteer = Gazetteer(table)
+    limit = gazetteer_module.MAX_TOKENS
+
+    def every_length(words, label):
+        joined = {" ".join(name) for name in table.get(label, ())}
+        found, covered = [], 0
+        for i in range(len(words)):
+            ends = [end for end in range(i + 1, min(len(words), i + limit) + 1) if " ".join(words[i:end]) in joined]
+            if ends and i >= covered:
+                found.append((i, ends[-1]))
+                covered = ends[-1]
+        return found
+
+    for _ in range(200):
+        words = [rng.choice(vocabulary) for _ in range(rng.randint(0, 30))]
+        for label in gazetteer.labels:
+            assert gazetteer._longest_matches(words, label) == every_length(words, label)
+    assert Gazetteer({"DISEASE": set()})._longest_matches(["w1"], "DISEASE") == []
+
+
 def test_gazetteer_writes_back_the_file_it_read(nlp, tmp_path):
     """A file written by hand (lines out of order, a name twice, Windows line ends) reads line by line
     and is written back byte for byte: nothing a user gave is rewritten."""
