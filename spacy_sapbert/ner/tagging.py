@@ -60,7 +60,7 @@ class Tagging:
     def windows(self, doc: Doc, style: Optional[str] = None, pieces: Optional[Sequence[Sequence[int]]] = None
                 ) -> List[Window]:
         """The model inputs for ``doc`` (training feeds the same) in ``style`` (default: :attr:`style`);
-        ``pieces``, its tokens' word pieces when the caller read them already (:meth:`scores`, for a batch)."""
+        ``pieces``, its tokens' word pieces when the caller read them already (:meth:`batch_windows`)."""
         tokens = [t.text for t in doc]
         if pieces is None:
             pieces = self.tokenizer.word_pieces(tokens)
