@@ -93,19 +93,15 @@ class Gazetteer:
 
     def _longest_matches(self, words: Sequence[str], label: str) -> List[Tuple[int, int]]:
         """Left to right, the longest name starting at each token not inside an earlier match."""
-        firsts = self._firsts[label]
-        if not len(firsts):
-            return []
-        keys = _keys(words, unique=False)
-        at = np.minimum(np.searchsorted(firsts, keys), len(firsts) - 1)
-        starts = np.flatnonzero(firsts[at] == keys)
+        found, at = _member(_keys(words, unique=False), self._firsts[label])
+        starts = np.flatnonzero(found)
         spans: List[Tuple[int, int]] = []
         # from each start, only the lengths of the names that begin with its word
         for i, mask in zip(starts.tolist(), self._lengths[label][at[starts]].tolist()):
             spans.extend((i, i + n) for n in _lengths_in(mask) if i + n <= len(words))
         if not spans:
             return []
-        hits = _member(_keys([" ".join(words[i:end]) for i, end in spans], unique=False), self._names[label])
+        hits, _ = _member(_keys([" ".join(words[i:end]) for i, end in spans], unique=False), self._names[label])
         longest: Dict[int, int] = {}
         for (i, end), hit in zip(spans, hits.tolist()):
             if hit:
@@ -190,12 +186,12 @@ def _lengths_in(mask: int) -> Tuple[int, ...]:
     return tuple(n for n in range(1, MAX_TOKENS + 1) if mask >> n & 1)
 
 
-def _member(keys: np.ndarray, table: np.ndarray) -> np.ndarray:
-    """Which of ``keys`` are in the sorted array ``table``."""
+def _member(keys: np.ndarray, table: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """Which of ``keys`` are in the sorted array ``table``, and where in it each is (valid where found)."""
     if not len(table):
-        return np.zeros(len(keys), dtype=bool)
+        return np.zeros(len(keys), dtype=bool), np.zeros(len(keys), dtype=np.int64)
     at = np.minimum(np.searchsorted(table, keys), len(table) - 1)
-    return table[at] == keys
+    return table[at] == keys, at
 
 
 def label_names_from_text(text: str, path: PathLike) -> Dict[str, Set[str]]:
