@@ -59,6 +59,13 @@ def fix_output_norm(model: Any) -> str:
     return name
 
 
+def freeze_word_embeddings(model: Any) -> int:
+    """Stop training the word-piece embedding table; returns its number of entries."""
+    table = model.get_input_embeddings()
+    table.weight.requires_grad_(False)
+    return int(table.weight.shape[0])
+
+
 def base_model_settings(path: Union[str, Path]) -> Dict[str, Any]:
     """The base model's encoding settings as the linker's Encoder reads them (``sapbert.json``,
     else a sentence-transformers pooling config); {} for a hub model."""

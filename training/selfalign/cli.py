@@ -135,6 +135,9 @@ def _make_train_command(kind: str):
             None, "--fixed-output-norm/--learned-output-norm", show_default="learned",
             help="Pin the last LayerNorm to the identity so every [CLS] vector has one length: with --pooling cls, "
                  "raw inner-product search (SapBERT's eval) ranks as cosine does."),
+        freeze_embeddings: Optional[bool] = typer.Option(
+            None, "--freeze-embeddings/--train-embeddings", show_default="train",
+            help="Keep the base model's word-piece table (the embedded default's NER reads it)."),
         amp: Optional[str] = _option("amp", f"{' | '.join(AMP_MODES)} (auto: bf16/fp16 on GPU; bf16 on CPUs with "
                                             f"AMX/AVX512-BF16, else off)."),
         device: Optional[str] = _option("device", f"{DEVICE_CHOICES}."),

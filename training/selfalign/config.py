@@ -18,7 +18,8 @@ TRIPLET_TYPES = ("all", "hard", "semihard", "easy")
 # order or the optimisation path.
 RESUME_INVARIANTS = ("base_model", "pooling", "max_length", "batch_size", "grad_accum", "lr", "weight_decay",
                      "warmup_steps", "schedule", "max_grad_norm", "seed", "miner_margin", "type_of_triplets",
-                     "use_miner", "ms_alpha", "ms_beta", "ms_base", "amp", "fixed_output_norm")
+                     "use_miner", "ms_alpha", "ms_beta", "ms_base", "amp", "fixed_output_norm",
+                     "freeze_embeddings")
 
 
 @dataclass
@@ -32,6 +33,10 @@ class TrainConfig:
     """Pin the last LayerNorm's scale to 1 and shift to 0 (and train it no further): every token
     vector of the last layer then has the same length, so with CLS pooling a raw inner product
     ranks exactly as cosine does, in SapBERT-style code that scores by ``[CLS] · [CLS]``."""
+    freeze_embeddings: bool = False
+    """Keep the word-piece embedding table as the base model has it. The embedded default's NER reads
+    the linker encoder's table (trained with it frozen), so an encoder trained further for that
+    pipeline must leave the table alone for the NER to stay valid."""
     max_length: int = 25
     batch_size: int = 128
     """Pairs per micro-batch and process (2 × batch_size names are encoded)."""

@@ -32,7 +32,7 @@ from spacy_sapbert.errors import InputError
 from spacy_sapbert.encoding.pooling import check_pooling, pool
 
 from . import export
-from ..common.basemodel import base_model_settings, fix_output_norm, load_base_model
+from ..common.basemodel import base_model_settings, fix_output_norm, freeze_word_embeddings, load_base_model
 from .config import TrainConfig, resume_identity
 from .data import TrainingPairs
 from ..common.hardware import make_accelerator
@@ -81,6 +81,8 @@ class Trainer(CheckpointedRun):
         self.base_settings = base_model_settings(self.base_path)
         if config.fixed_output_norm:
             logger.info("output norm fixed: %s pinned to the identity", fix_output_norm(model))
+        if config.freeze_embeddings:
+            logger.info("word-piece table frozen (%d entries)", freeze_word_embeddings(model))
         self.pooling = check_pooling(config.pooling or self.base_settings.get("pooling") or "cls")
         config.pooling = self.pooling
         optimizer = make_optimizer(model, config, exempt_norms=False)  # SapBERT's recipe decays every weight

@@ -143,6 +143,22 @@ def test_fixed_output_norm_makes_dot_rank_as_cosine(tiny_bert, kb, pairs_file, t
     assert settings["training"]["fixed_output_norm"] is True
 
 
+def test_freeze_embeddings_keeps_the_word_piece_table(tiny_bert, pairs_file, tmp_path):
+    """The NER of the embedded default reads its linker encoder's word-piece table: an encoder trained
+    further with the table frozen leaves it equal to the base model's while the layers learn."""
+    from transformers import AutoModel
+
+    base = AutoModel.from_pretrained(tiny_bert)
+    config = _config(tiny_bert, max_steps=4, batch_size=16, pooling="mean", lr=3e-3, freeze_embeddings=True)
+    Trainer(config, pairs_file, tmp_path / "model", tmp_path / "run").train()
+    trained = AutoModel.from_pretrained(tmp_path / "model")
+    assert torch.equal(trained.get_input_embeddings().weight, base.get_input_embeddings().weight)
+    assert not torch.equal(trained.encoder.layer[0].attention.self.query.weight,
+                           base.encoder.layer[0].attention.self.query.weight)
+    settings = json.loads((tmp_path / "model" / "sapbert.json").read_text())
+    assert settings["training"]["freeze_embeddings"] is True
+
+
 def test_bf16_autocast_on_cpu_trains(tiny_bert, kb, pairs_file, tmp_path, monkeypatch, request):
     # forced on, so the bf16 path runs on CPUs without AMX too (emulated there, slower)
     from accelerate.state import AcceleratorState
