@@ -2,11 +2,11 @@
 `python scripts/encoder_probe.py MODEL INDEX_DIR --kb kbs/mesh-medic-chem-train.jsonl.gz CORPUS...`.
 
 Each single-ID gold mention's normalised text is encoded and the top concept of an exact (flat) index over
-the KB is compared with the gold ID, per mention type. INDEX_DIR is loaded when it holds this model's
+the KB is checked against the gold ID as the evaluation checks it (``spacy_sapbert.kb.matching.is_gold``: a
+concept's alternative IDs count), per mention type. INDEX_DIR is loaded when it holds this model's
 index of this KB (fingerprints checked), else every KB name is encoded and the index saved there. No
-abbreviation expansion, no type filter, and IDs compared by equality (the evaluation joins a descriptor to
-the MEDIC concept that holds it as an alternative ID): the absolute figures sit below the linker's, so only
-the difference between two encoders on the same KB reads. The linker's own figures: `sapbert evaluate`,
+abbreviation expansion and no type filter: the absolute figures sit below the linker's, so only the
+difference between two encoders on the same KB reads. The linker's own figures: `sapbert evaluate`,
 `sapbert ner-e2e`.
 """
 from __future__ import annotations
@@ -27,6 +27,7 @@ def main() -> None:
     from spacy_sapbert.encoding.encoder import Encoder
     from spacy_sapbert.index.name_index import NameIndex
     from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+    from spacy_sapbert.kb.matching import is_gold
     from spacy_sapbert.kb.normalize import normalize
     from spacy_sapbert.training.corpora import read_pubtator
 
@@ -46,7 +47,7 @@ def main() -> None:
         counts: dict = {}
         for (_, ids, kind), row in zip(mentions, rows[:, 0]):
             right, total = counts.get(kind, (0, 0))
-            counts[kind] = (right + int(row >= 0 and index.concept_ids[row] in ids), total + 1)
+            counts[kind] = (right + int(row >= 0 and is_gold(index.concept_ids[row], ids, kb)), total + 1)
         print(json.dumps({"corpus": path.name, "mentions": len(mentions),
                           **{kind: round(100 * r / n, 2) for kind, (r, n) in sorted(counts.items())}}))
 

@@ -60,7 +60,8 @@ def fix_output_norm(model: Any) -> str:
 
 
 def freeze_word_embeddings(model: Any) -> int:
-    """Stop training the word-piece embedding table; returns its number of entries."""
+    """Stop training the word-piece embedding table of a transformers model (the self-alignment and
+    re-ranker trainers' option; the NER's own BERT freezes its table itself); returns its number of entries."""
     table = model.get_input_embeddings()
     table.weight.requires_grad_(False)
     return int(table.weight.shape[0])

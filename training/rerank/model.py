@@ -11,6 +11,8 @@ from spacy_sapbert.errors import InputError
 from spacy_sapbert.util.jsonfile import read_json_object
 from spacy_sapbert.linking.rerank.model import CrossEncoder
 
+from ..common.basemodel import freeze_word_embeddings
+
 
 def load_cross_encoder(base_model: Union[str, Path], dropout: float,
                        freeze_embeddings: bool = False) -> Tuple[CrossEncoder, Dict[str, Any], Path]:
@@ -33,7 +35,7 @@ def load_cross_encoder(base_model: Union[str, Path], dropout: float,
     for param in model.pooler.parameters():  # load_base_model freezes it: here it is part of the head
         param.requires_grad_(True)
     if freeze_embeddings:
-        model.get_input_embeddings().weight.requires_grad_(False)
+        freeze_word_embeddings(model)
     encoder = CrossEncoder(model, int(config["hidden_size"]), dropout)
     with torch.no_grad():  # transformers' initialisation of a classifier
         encoder.classifier.weight.normal_(0.0, float(config.get("initializer_range", 0.02)))

@@ -18,8 +18,7 @@ TRIPLET_TYPES = ("all", "hard", "semihard", "easy")
 # order or the optimisation path.
 RESUME_INVARIANTS = ("base_model", "pooling", "max_length", "batch_size", "grad_accum", "lr", "weight_decay",
                      "warmup_steps", "schedule", "max_grad_norm", "seed", "miner_margin", "type_of_triplets",
-                     "use_miner", "ms_alpha", "ms_beta", "ms_base", "amp", "fixed_output_norm",
-                     "freeze_embeddings")
+                     "use_miner", "ms_alpha", "ms_beta", "ms_base", "amp", "fixed_output_norm")
 
 
 @dataclass
@@ -95,4 +94,6 @@ def resume_identity(config: TrainConfig, pairs_fingerprint: str, world: int, tot
     identity.update(pairs_fingerprint=pairs_fingerprint, world_size=world)
     if config.schedule == "linear":
         identity["total_steps"] = total_steps
+    if config.freeze_embeddings:  # only when on: checkpoints from before the setting stay resumable
+        identity["freeze_embeddings"] = True
     return identity

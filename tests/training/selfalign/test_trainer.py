@@ -159,6 +159,14 @@ def test_freeze_embeddings_keeps_the_word_piece_table(tiny_bert, pairs_file, tmp
     assert settings["training"]["freeze_embeddings"] is True
 
 
+def test_freeze_embeddings_enters_the_resume_identity_only_when_on():
+    """Checkpoints written before the setting existed record no such key: they stay resumable."""
+    from spacy_sapbert.training.selfalign.config import resume_identity
+
+    assert "freeze_embeddings" not in resume_identity(TrainConfig(), "pairs", 1, 10)
+    assert resume_identity(TrainConfig(freeze_embeddings=True), "pairs", 1, 10)["freeze_embeddings"] is True
+
+
 def test_bf16_autocast_on_cpu_trains(tiny_bert, kb, pairs_file, tmp_path, monkeypatch, request):
     # forced on, so the bf16 path runs on CPUs without AMX too (emulated there, slower)
     from accelerate.state import AcceleratorState
