@@ -4,8 +4,8 @@ The blocks (title, abstract, annotation lines) are read by :mod:`spacy_sapbert.f
 the parser ``sapbert annotate`` uses too. This module gives the annotation lines their
 meaning: ``PMID start end text type ids [parts]`` is a mention with offsets into
 ``title + " " + abstract``; BC5CDR's ``PMID CID chemical disease`` relation lines are
-skipped. Mention IDs are split on ``|`` and ``+`` (composite mentions), ``-1`` means
-"no ID", and each ID is parsed by :func:`spacy_sapbert.kb.ids.parse_id`, the grammar
+skipped. Mention IDs are split on ``|`` and ``+`` (composite mentions) and ``,`` (BioRED's
+mentions of several concepts), ``-1`` (and BioRED's ``-``) means "no ID", and each ID is parsed by :func:`spacy_sapbert.kb.ids.parse_id`, the grammar
 the KB builders use, so a gold ID is spelled as the KBs spell it (``MESH:D012174`` and
 ``MSH:D012174`` → ``D012174``, ``CUI:C0011849`` → ``UMLS:C0011849``, ``ORPHA:558`` →
 ``Orphanet:558``) and an unknown or malformed ID stops the run at its line.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Collection, Iterable, Iterator, List, Optional, Tuple, Union
 
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.formats.pubtator import Block, read_blocks
@@ -24,10 +24,12 @@ from spacy_sapbert.util.textfile import iter_lines
 
 PathLike = Union[str, Path]
 NO_ID = "-1"
+NO_IDS = frozenset({NO_ID, "-"})
+"""What an ID column says for a mention without one: BC5CDR's ``-1``, BioRED's ``-``."""
 ID_FIELD = "ids"
 """Second column of BC5CDR's relation lines (chemical-induced disease)."""
 MENTION_COLUMNS = 6
-_COMPOSITE_SPLIT = re.compile(r"[|+]")
+_COMPOSITE_SPLIT = re.compile(r"[|+,]")
 
 
 @dataclass(frozen=True)
@@ -67,35 +69,40 @@ class Document:
 
 
 def split_ids(raw: str, path: Optional[PathLike] = None, line: Optional[int] = None) -> Tuple[str, ...]:
-    """``D1|D2`` / ``D1+D2`` → (D1, D2), each in the KBs' spelling; ``-1`` (alone or as a part) → no ID."""
+    """``D1|D2`` / ``D1+D2`` / ``D1,D2`` → (D1, D2), each in the KBs' spelling; ``-1`` or ``-`` (alone or
+    as a part) → no ID."""
     parts = [p.strip() for p in _COMPOSITE_SPLIT.split(raw) if p.strip()]
-    if not parts or any(p == NO_ID for p in parts):
+    if not parts or any(p in NO_IDS for p in parts):
         return ()
     return tuple(parse_id(p, path, line, ID_FIELD) for p in parts)
 
 
-def read_pubtator(path: PathLike, check_text: bool = True, parse_ids: bool = True) -> Iterator[Document]:
+def read_pubtator(path: PathLike, check_text: bool = True, parse_ids: bool = True,
+                  id_types: Optional[Collection[str]] = None) -> Iterator[Document]:
     """Yield the documents of a PubTator file; bad lines raise :class:`InputError` with file and line.
 
     ``check_text``: a mention's text must be the text at its offsets (the corpora's own check
     that offsets and text agree). ``parse_ids`` False leaves every mention without IDs (for NER
-    data from a corpus whose IDs are of vocabularies the project does not parse: BioRED's genes).
+    data from a corpus whose IDs are of vocabularies the project does not parse: BioRED's genes);
+    ``id_types`` parses the IDs of mentions of those types only (BioRED's diseases, not its genes).
     """
     path = Path(path)
     if not path.is_file():
         raise InputError("PubTator file not found", path)
     # iter_lines: gzip or plain, decoded line by line so a bad byte names its line, empty file = error
     for block in read_blocks(iter_lines(path), path):
-        yield _document(block, path, check_text, parse_ids)
+        yield _document(block, path, check_text, parse_ids, id_types)
 
 
-def _document(block: Block, path: Path, check_text: bool, parse_ids: bool = True) -> Document:
+def _document(block: Block, path: Path, check_text: bool, parse_ids: bool = True,
+              id_types: Optional[Collection[str]] = None) -> Document:
     doc = Document(block.pmid, block.title, block.abstract or "")
     for line_no, line in block.annotations:
         cols = line.split("\t")
         if _is_relation(cols):
             continue
-        doc.mentions.append(_mention(doc.text, cols, path, line_no, check_text, parse_ids))
+        parse = parse_ids and (id_types is None or len(cols) < MENTION_COLUMNS or cols[4] in id_types)
+        doc.mentions.append(_mention(doc.text, cols, path, line_no, check_text, parse))
     return doc
 
 
@@ -146,3 +153,15 @@ def check_corpora_and_output(corpora: Iterable[Path], output: Path, overwrite: b
     for corpus in corpora:
         if not Path(corpus).is_file():
             raise InputError("corpus file not found", corpus)
+
+
+def pubtator_text(documents: Iterable[Document]) -> str:
+    """The documents as a PubTator file that :func:`read_pubtator` reads back: title and abstract lines,
+    then one line per mention (IDs joined by ``|``, ``-1`` for none), a blank line after each."""
+    out = []
+    for doc in documents:
+        out.append(f"{doc.pmid}|t|{doc.title}\n{doc.pmid}|a|{doc.abstract}\n")
+        out.extend(f"{doc.pmid}\t{m.start}\t{m.end}\t{m.text}\t{m.type}\t{'|'.join(m.ids) or NO_ID}\n"
+                   for m in doc.mentions)
+        out.append("\n")
+    return "".join(out)

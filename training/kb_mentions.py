@@ -129,6 +129,7 @@ def annotated_names_from_corpora(corpora: Sequence[Path], kb: Optional[Knowledge
     from spacy_sapbert.linking.annotated_names import AnnotatedNames
 
     table = AnnotatedNames.from_pairs((gid, name) for gid, name, _ in _training_names(corpora)[1])
+    table.sources = [Path(path).name for path in corpora]
     if kb is not None:
         table.crosswalk(kb)
     return table

@@ -12,7 +12,7 @@ most annotated concept first, scored by the rule of succession, ``(votes + 1) / 
 docs/ner.md.
 
 The file keeps the annotated IDs as written (JSON, ``{"format_version": 1, "names": {wording:
-{id: count}}, "former_ids": {id: kb id}}``); they are resolved against the KB the linker uses when
+{id: count}}, "former_ids": {id: kb id}, "sources": [file name]}``); they are resolved against the KB the linker uses when
 the table is attached, so a KB swap re-resolves them, IDs one KB lacks are dropped (counted), and
 IDs of one concept vote together. ``former_ids`` is the crosswalk :meth:`AnnotatedNames.crosswalk`
 finds for a KB: an annotated ID that KB lacks, whose wordings are names of exactly one of its
@@ -43,9 +43,12 @@ FILE_NAME = "annotated_names.json"
 class AnnotatedNames:
     """Normalised wording → annotation counts per ID; :meth:`for_kb` turns them into decisions."""
 
-    def __init__(self, names: Mapping[str, Mapping[str, int]], former_ids: Optional[Mapping[str, str]] = None) -> None:
+    def __init__(self, names: Mapping[str, Mapping[str, int]], former_ids: Optional[Mapping[str, str]] = None,
+                 sources: Sequence[str] = ()) -> None:
         self.names: Dict[str, Dict[str, int]] = {key: dict(ids) for key, ids in names.items() if key and ids}
         self.former_ids: Dict[str, str] = dict(former_ids or {})
+        self.sources: List[str] = list(sources)
+        """The annotated files the counts come from (file names), for the model card; may be empty."""
         self._decided: Dict[str, Tuple[str, float, frozenset]] = {}
         self._kb: Optional[KnowledgeBase] = None
 
@@ -135,7 +138,8 @@ class AnnotatedNames:
 
         data = {"format_version": FORMAT_VERSION,
                 "names": {key: dict(sorted(ids.items())) for key, ids in sorted(self.names.items())},
-                "former_ids": dict(sorted(self.former_ids.items()))}
+                "former_ids": dict(sorted(self.former_ids.items())),
+                **({"sources": self.sources} if self.sources else {})}
         return atomic_write_text(path, json.dumps(data, ensure_ascii=False, indent=0) + "\n")
 
     @classmethod
@@ -155,7 +159,10 @@ class AnnotatedNames:
         former = data.get("former_ids", {})
         if not isinstance(former, dict) or not all(isinstance(v, str) for v in former.values()):
             raise InputError("'former_ids' must map IDs to KB concept IDs", path, field="former_ids")
-        return cls(names, former)
+        sources = data.get("sources", [])
+        if not isinstance(sources, list) or not all(isinstance(v, str) for v in sources):
+            raise InputError("'sources' must be a list of file names", path, field="sources")
+        return cls(names, former, sources)
 
 
 __all__ = ["AnnotatedNames", "FILE_NAME", "FORMAT_VERSION"]

@@ -67,14 +67,21 @@ def test_round_trip_and_errors_name_the_file(tmp_path):
     written = table()
     written.former_ids = {"C047426": "D006886"}
     written.to_disk(path)
+    written.sources = ["CDR_TrainingSet.PubTator.txt"]
+    written.to_disk(path)
     again = AnnotatedNames.from_disk(path).for_kb(small_kb())
     assert again.names == written.names and again.former_ids == written.former_ids
+    assert again.sources == ["CDR_TrainingSet.PubTator.txt"]
     assert again.lookup("renal failure") == table().lookup("renal failure")
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"format_version": 1, "names": {"x": {"D1": 0}}}), encoding="utf-8")
     with pytest.raises(InputError) as err:
         AnnotatedNames.from_disk(bad)
     assert "bad.json" in str(err.value) and "names['x']" in str(err.value)
+    bad.write_text(json.dumps({"format_version": 1, "names": {}, "sources": "train.txt"}), encoding="utf-8")
+    with pytest.raises(InputError) as err:
+        AnnotatedNames.from_disk(bad)
+    assert err.value.field == "sources"
     bad.write_text(json.dumps({"format_version": 7, "names": {}}), encoding="utf-8")
     with pytest.raises(InputError, match="format"):
         AnnotatedNames.from_disk(bad)

@@ -9,7 +9,7 @@ import pytest
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb.knowledge_base import Concept, KnowledgeBase
 from spacy_sapbert.kb.ids import normalize_curie
-from spacy_sapbert.training.corpora import iter_mentions, read_pubtator, split_ids
+from spacy_sapbert.training.corpora import Document, Mention, iter_mentions, pubtator_text, read_pubtator, split_ids
 
 
 def test_ncbi_documents(fixtures: Path) -> None:
@@ -41,6 +41,8 @@ def test_split_ids() -> None:
     assert split_ids("D007153+D040181") == ("D007153", "D040181")
     assert split_ids("OMIM:312080+OMIM:312920") == ("OMIM:312080", "OMIM:312920")
     assert split_ids("-1") == () and split_ids("D012640|-1") == ()
+    assert split_ids("D006509,D015658") == ("D006509", "D015658")  # BioRED: a mention of two concepts
+    assert split_ids("-") == ()  # BioRED's "no ID"
     assert split_ids("MESH:D012640") == ("D012640",) and split_ids(" D012640 ") == ("D012640",)
     with pytest.raises(InputError, match="unknown identifier") as err:
         split_ids("FOO:1", "f.txt", 3)
@@ -134,3 +136,30 @@ def test_whole_mirror_corpora_parse_with_text_checks(mirror: Path, name: str, do
     assert len(docs) == documents
     if mentions is not None:  # the counts the NCBI disease corpus paper gives
         assert sum(len(d.mentions) for d in docs) == mentions
+
+
+BIORED_LIKE = ("7\t0\t5\tBRCA1\tGeneOrGeneProduct\t672\n"  # a gene's Entrez ID: no vocabulary the project parses
+               "7\t10\t23\tbreast cancer\tDiseaseOrPhenotypicFeature\tD001943,D010051\n"
+               "7\tAssociation\t672\tD001943\tNovel\n")
+
+
+def test_id_types_parse_the_ids_of_those_types_only(tmp_path: Path) -> None:
+    path = tmp_path / "biored.txt"
+    path.write_text("7|t|BRCA1 and breast cancer.\n7|a|Text.\n" + BIORED_LIKE + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match="unknown identifier") as err:
+        list(read_pubtator(path))  # every type's IDs: the gene's stops the run at its line
+    assert err.value.line == 3
+    (doc,) = list(read_pubtator(path, id_types={"DiseaseOrPhenotypicFeature"}))
+    gene, disease = doc.mentions
+    assert gene.ids == () and disease.ids == ("D001943", "D010051") and disease.is_composite
+
+
+def test_pubtator_text_reads_back_the_same_documents(fixtures: Path, tmp_path: Path) -> None:
+    docs = list(read_pubtator(fixtures / "sources/ncbi-disease.sample.PubTator.txt"))
+    docs.append(Document("5", "No ID here.", "", [Mention(0, 2, "No", "Disease", (), 3)]))
+    path = tmp_path / "again.txt"
+    path.write_text(pubtator_text(docs), encoding="utf-8")
+    again = list(read_pubtator(path))
+    assert [(d.pmid, d.title, d.abstract) for d in again] == [(d.pmid, d.title, d.abstract) for d in docs]
+    assert ([[(m.start, m.end, m.text, m.type, m.ids) for m in d.mentions] for d in again]
+            == [[(m.start, m.end, m.text, m.type, m.ids) for m in d.mentions] for d in docs])

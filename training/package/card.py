@@ -25,7 +25,8 @@ LICENCES = "\n".join([
     "| gazetteer (open-biomed) | Human Phenotype Ontology | HPO licence (free use, cite HPO) |",
     "| encoder, KB names, NER, dictionary, annotated names | BC5CDR train (BioCreative V CDR) | public domain mark |",
     "| encoder, KB names, NER, dictionary, annotated names | NCBI disease corpus, train | public domain (US Government work) |",
-    "| NER (its text, labelled by the teacher) | BioRED (documents of BC5CDR dev/test and NCBI dev/test removed) | "
+    "| NER (its text, labelled by the teacher), annotated names (its disease mentions) | BioRED (documents of "
+    "BC5CDR dev/test and NCBI dev/test removed) | "
     "NCBI, US Government work |",
     "| NER (its text, labelled by the teacher) | BioNLP13CG, BioNLP13PC (MTL-Bioinformatics-2016 IOB) | CC BY-SA 3.0 |",
     "| NER (its text, labelled by the teacher) | BioNLP11ID (MTL-Bioinformatics-2016 IOB) | GENIA Project License |",
@@ -79,12 +80,13 @@ def _annotation_parts(report: Dict[str, Any]) -> Tuple[List[str], str, str]:
     grown = (f" A NER entity inside one of {found['grow_names']:,} longer KB names of its label (only words "
              "added: \"secondary hyperparathyroidism\" over \"hyperparathyroidism\") grows to it "
              "(`sapbert ner-dictionary --grow-names`)." if found.get("grow_names") else "")
+    sources = ", ".join(found.get("sources") or ["BC5CDR and NCBI train"])
     return ([f"- `dictionary_entities`: {found['patterns']:,} wordings that BC5CDR and NCBI train annotators tagged "
              "(with one label) at half or more of their free occurrences (`sapbert ner-dictionary`); it adds "
              "spans that overlap none of the NER's" + (", and a wording that covers NER entities whole and is "
                                                       "longer replaces them" if found.get("extend") else "") + "."
              + excluded + grown],
-            f" Last stage: the annotated names of {found['wordings']:,} training wordings (BC5CDR and NCBI train: a "
+            f" Last stage: the annotated names of {found['wordings']:,} training wordings ({sources}: a "
             "span with an annotated wording gets its most annotated concept first; "
             f"{found['former_ids']} MeSH 2015 IDs matched to their 2024 concepts).",
             "\nspacy project run annotations && spacy project run package-annotations")

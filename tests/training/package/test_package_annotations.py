@@ -33,6 +33,7 @@ def test_the_ruler_and_table_are_added_and_everything_else_is_kept(tmp_path):
     out = tmp_path / "out"
     report = add_annotations(DEFAULT_PIPELINE, names, patterns, out)
     assert report["annotations"]["patterns"] == 1 and report["annotations"]["wordings"] == 1
+    assert "1 training wordings (BC5CDR and NCBI train: a span" in (out / "README.md").read_text()  # no sources kept
     nlp = spacy.load(out)
     ner = nlp.pipe_names.index("sapbert_ner")
     assert nlp.pipe_names[ner + 1] == "dictionary_entities" and nlp.pipe_names[-1] == "sapbert_linker"
@@ -48,8 +49,12 @@ def test_the_ruler_and_table_are_added_and_everything_else_is_kept(tmp_path):
     doc = nlp("Patients were given zorbitol daily.")
     found = {e.text: (e.label_, e.kb_id_) for e in doc.ents}
     assert found["zorbitol"] == ("CHEMICAL", "D013012"), found
-    # done again on its own output: the ruler and table are replaced, not doubled
+    # done again on its own output: the ruler and table are replaced, not doubled; the card names the table's files
+    table = AnnotatedNames.from_disk(names)
+    table.sources = ["CDR_TrainingSet.PubTator.txt", "biored-disease.PubTator"]
+    table.to_disk(names)
     add_annotations(out, names, patterns, out)
+    assert "(CDR_TrainingSet.PubTator.txt, biored-disease.PubTator: a span" in (out / "README.md").read_text()
     again = spacy.load(out)
     assert again.pipe_names.count("dictionary_entities") == 1
     assert len(again.get_pipe("dictionary_entities").patterns) == 1
