@@ -138,7 +138,7 @@ def our_pipes(nlp: spacy.Language, kb: KnowledgeBase, args: argparse.Namespace, 
     """One ``sapbert_linker`` pipe per variant of ours, sharing one index per kind (builds recorded in
     ``result``); also the first index and encoder, for the report."""
     # as a pipe loads its encoder (pipes/linker_parts.saved_encoder): under bf16 autocast the linear layers'
-    # weights are kept in bf16, not cast from float32 at every batch (the same vectors, bert.half_linear_weights)
+    # weights are kept in bf16, not cast from float32 at every batch (the same vectors, half_weights.half_linear_weights)
     encoders = {p: Encoder(args.model, device="cpu", dtype=p, half_linears=True) for p in args.precision}
     first = encoders[args.precision[0]]
     index = NameIndex.load(args.index, encoder=first, kb=kb) if args.index else NameIndex.build(kb, first)

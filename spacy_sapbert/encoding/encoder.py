@@ -18,12 +18,11 @@ import numpy as np
 
 from spacy_sapbert.encoding.backends import BACKENDS, load_native, load_transformers, pick_backend, read_transformers_config
 from spacy_sapbert.encoding.folder_check import check_model_folder
-from spacy_sapbert.encoding.modelfiles import MINILM_ALIASES, SETTINGS_FILE, TOKENIZER_FILES, read_settings, resolve_model_path
+from spacy_sapbert.encoding.modelfiles import MINILM_ALIASES, SETTINGS_FILE, read_settings, resolve_model_path
 from spacy_sapbert.encoding.pooling import POOLINGS, check_pooling, pool
-from spacy_sapbert.encoding.recorded import DIGESTS_KEY, file_digests, recorded_fingerprint
-from spacy_sapbert.encoding.st_files import write_sentence_transformers_files
+from spacy_sapbert.encoding.recorded import recorded_fingerprint
 from spacy_sapbert.errors import InputError
-from spacy_sapbert.util.devices import DTYPE_ALIASES, DTYPE_CHOICES, check_dtype, cpu_has_native_bf16, resolve_device
+from spacy_sapbert.util.devices import DTYPE_CHOICES, check_dtype, cpu_has_native_bf16, resolve_device
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +78,7 @@ class Encoder:
             assert isinstance(location, Path)
             check_model_folder(location, native_config)  # a missing tokenizer or cut weights: one error, not [UNK] links
             self.model, self.tokenizer, limit = load_native(location, native_config)
-            from spacy_sapbert.encoding.bert import keep_word_table_as_stored
+            from spacy_sapbert.encoding.half_weights import keep_word_table_as_stored
 
             # inference only: the table as the file stores it (the same outputs, 23 MB less for the default)
             keep_word_table_as_stored(self.model, str(settings.get("weights_dtype", "float32")))
@@ -128,7 +127,7 @@ class Encoder:
 
     def _keep_linears_in_bf16(self, location: Any) -> None:
         """For an encoder that only infers under CPU bf16 autocast (a pipe's): its linear layers' weights
-        in bf16 (:func:`~spacy_sapbert.encoding.bert.half_linear_weights` says why the vectors are the same
+        in bf16 (:func:`~spacy_sapbert.encoding.half_weights.half_linear_weights` says why the vectors are the same
         to the bit), which spares the cast of every weight at every batch and 21 MB for the default's
         encoder. The fingerprint is taken first, of the float weights; :meth:`save` reads those from the
         file again."""
@@ -151,7 +150,7 @@ class Encoder:
         import torch
         from safetensors.torch import load_file
 
-        from spacy_sapbert.encoding.bert import half_linear_weights
+        from spacy_sapbert.encoding.half_weights import half_linear_weights
 
         stored = load_file(str(self._float_weights)) if self._float_weights.is_file() else {}
         in_use = self.model.state_dict()
@@ -277,78 +276,21 @@ class Encoder:
 
     # -- files ----------------------------------------------------------------------
     def round_weights(self, dtype: str = "float16") -> None:
-        """Round the weights to ``dtype`` in place (they stay float32 tensors), so that
-        saving them in ``dtype`` loses nothing: an index built after this matches the
-        model loaded back from the compact file."""
-        import torch
+        """Round the weights to ``dtype`` in place (they stay float32 tensors), so that saving them in
+        ``dtype`` loses nothing: an index built after this matches the model loaded back from the compact
+        file (:func:`~spacy_sapbert.encoding.saving.round_encoder_weights`)."""
+        from spacy_sapbert.encoding.saving import round_encoder_weights
 
-        if self.dtype != "float32" and not self.autocast:
-            raise InputError("round_weights needs a float32 encoder (it runs on CPU before saving)", field="dtype")
-        if self._float_weights is not None:
-            raise InputError("round_weights needs float weights: this encoder keeps its linear layers in bf16 "
-                             "(half_linears); load it without", field="half_linears")
-        target = getattr(torch, DTYPE_ALIASES[dtype])
-        with torch.no_grad():
-            for tensor in self.model.state_dict().values():
-                if tensor.is_floating_point():
-                    tensor.copy_(tensor.to(target).float())
-        self.weights_dtype = DTYPE_ALIASES[dtype]
+        round_encoder_weights(self, dtype)
 
     def save(self, folder: PathLike, weights_dtype: Optional[str] = None) -> Path:
         """Write an HF model folder (safetensors) with ``sapbert.json`` and sentence-transformers'
-        module files (:mod:`~spacy_sapbert.encoding.st_files`) beside it. Weights are
+        module files beside it (:func:`~spacy_sapbert.encoding.saving.save_encoder`). Weights are
         stored in ``weights_dtype`` (default: as loaded or rounded, float32 otherwise); a
         half-precision file is written only from weights that it represents exactly."""
-        import torch
+        from spacy_sapbert.encoding.saving import save_encoder
 
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        stored = DTYPE_ALIASES.get(str(weights_dtype or self.weights_dtype).lower())
-        if stored is None:
-            raise InputError(f"unknown weights_dtype {weights_dtype!r}", field="weights_dtype")
-        state = self._float_state()
-        if stored != "float32":
-            target = getattr(torch, stored)
-            for name, tensor in state.items():
-                if tensor.is_floating_point() and not torch.equal(tensor.to(target).float(), tensor):
-                    raise InputError(f"weight {name} is not exactly representable in {stored}; call "
-                                     f"round_weights({stored!r}) first (and rebuild any index)", field="weights_dtype")
-            state = {k: v.to(target) if v.is_floating_point() else v for k, v in state.items()}
-        if self.backend == "native":
-            self._save_native(folder, state)
-        else:
-            self.model.save_pretrained(folder, state_dict=state)
-            self.tokenizer.save_pretrained(folder)
-        settings = dict(self.settings, fingerprint=self.fingerprint, source=self._recorded_source, dim=self.dim,
-                        weights_dtype=stored)
-        if self._load_fingerprint is None or self._float_weights is not None:  # of the weights just written: trusted
-            settings[DIGESTS_KEY] = file_digests(folder)
-        (folder / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
-        # so that SentenceTransformer(folder) encodes as we do; outside the fingerprint (see the module)
-        write_sentence_transformers_files(folder, self.pooling, self.max_length, self.dim)
-        return folder
-
-    def _save_native(self, folder: Path, state: Dict[str, Any]) -> None:
-        """The files ``save_pretrained`` would write: safetensors weights, config.json and the
-        tokenizer files of the folder the model came from. config.json says ``dtype: float32``
-        whatever the file stores, as ``save_pretrained`` of our float32 model does: it is the
-        precision to compute in, and code that loads with dtype "auto" (``SentenceTransformer``,
-        ``AutoModel`` in transformers 5) would otherwise run half-precision weights in half
-        precision, on a CPU too, and give other vectors than the encoder."""
-        import shutil
-
-        from safetensors.torch import save_file
-
-        save_file({k: v.contiguous() for k, v in state.items()}, str(folder / "model.safetensors"),
-                  metadata={"format": "pt"})
-        config = self.model.config.to_dict()
-        config["dtype"] = "float32"
-        config.pop("torch_dtype", None)
-        (folder / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        source = self.tokenizer.folder
-        for name in TOKENIZER_FILES:
-            if (source / name).is_file() and (source / name).resolve() != (folder / name).resolve():
-                shutil.copyfile(source / name, folder / name)
+        return save_encoder(self, folder, weights_dtype)
 
     def __repr__(self) -> str:
         return (f"Encoder({self.source!r}, pooling={self.pooling!r}, max_length={self.max_length}, "

@@ -24,6 +24,7 @@ from torch import nn
 from spacy_sapbert.encoding import bert
 from spacy_sapbert.encoding.fast_tokenizer import TOKENIZER_FILE, FastTokenizer
 from spacy_sapbert.encoding.folder_check import check_model_folder
+from spacy_sapbert.encoding.half_weights import half_linear_weights
 from spacy_sapbert.ner.windows import Window
 
 PathLike = Union[str, Path]
@@ -134,7 +135,7 @@ def load(folder: PathLike, word_embeddings: Optional[torch.Tensor] = None, table
     with ``shared_from`` needs the table, ``word_embeddings``, from that pipe's encoder (its digest is
     checked here unless the caller already did: ``table_checked``). ``linear_dtype`` (``bfloat16`` or
     ``float16``): the linear layers' weights read straight into that precision, for inference under
-    autocast of it only (:func:`~spacy_sapbert.encoding.bert.half_linear_weights` says why);
+    autocast of it only (:func:`~spacy_sapbert.encoding.half_weights.half_linear_weights` says why);
     float32 otherwise."""
     from safetensors.torch import load_file
 
@@ -146,7 +147,7 @@ def load(folder: PathLike, word_embeddings: Optional[torch.Tensor] = None, table
         model = TokenTagger(bert.BertEncoder(bert.BertSettings.from_config(config), config), len(settings["tags"]),
                             int(settings["n_features"]))
     tensors = load_file(str(folder / bert.WEIGHTS_FILE))
-    half = bert.half_linear_weights(model, linear_dtype)
+    half = half_linear_weights(model, linear_dtype)
     state = {}
     for name, tensor in tensors.items():
         key = name if name.startswith(("gazetteer_embed.", "head.")) else f"encoder.{name}"
@@ -162,7 +163,7 @@ def load(folder: PathLike, word_embeddings: Optional[torch.Tensor] = None, table
                              f"{shared['from']!r} pipe's encoder, and " +
                              ("none was given" if word_embeddings is None else "the one given differs"))
         # the table itself, not a copy: the NER and the linker's encoder hold one 30k x 384 tensor, in the
-        # precision the encoder keeps it (float16 as stored: bert.keep_word_table_as_stored)
+        # precision the encoder keeps it (float16 as stored: half_weights.keep_word_table_as_stored)
         state[f"encoder.{WORD_EMBEDDINGS}"] = word_embeddings.detach().cpu()
     missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
     if missing or unexpected:

@@ -86,7 +86,7 @@ class TransformerNER(Pipe):
             dtype = "float32"
         shared = settings.get(tagger_model.SHARED_KEY)
         table = self._shared_table(shared["from"], folder, shared["sha256"]) if shared else None
-        # the linear layers in the precision autocast computes them in (bert.half_linear_weights)
+        # the linear layers in the precision autocast computes them in (half_weights.half_linear_weights)
         model, tokenizer, settings = tagger_model.load(folder, table, table_checked=True,  # checked just above
                                                        linear_dtype=dtype)
         self.shared_from = shared["from"] if shared else None
@@ -207,7 +207,7 @@ class TransformerNER(Pipe):
             return
         import torch
 
-        from spacy_sapbert.encoding.bert import has_half_linears
+        from spacy_sapbert.encoding.half_weights import has_half_linears
         from spacy_sapbert.encoding.int8 import is_quantized
 
         skip = ("format", "tags", "n_features", tagger_model.SHARED_KEY)

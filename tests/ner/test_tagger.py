@@ -502,7 +502,7 @@ def test_bf16_pipe_keeps_linear_weights_in_bf16_tags_as_autocast_does_and_saves_
                                                                                                   tmp_path):
     from safetensors.torch import load_file
 
-    from spacy_sapbert.encoding.bert import has_half_linears
+    from spacy_sapbert.encoding.half_weights import has_half_linears
 
     folder = _tagger_folder(tiny_bert, nlp, tmp_path / "tagger")
     model, _, settings = tagger_model.load(folder)
