@@ -92,8 +92,8 @@ def test_the_pipe_applies_saves_and_loads_the_table(tiny_bert, tmp_path):
     names_file = tmp_path / "names.json"
     table().to_disk(names_file)
     nlp = spacy.blank("en")
-    pipe = nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert), "kb": str(kb_file), "pooling": "mean",
-                                                  "annotated_names": str(names_file)})
+    nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert), "kb": str(kb_file), "pooling": "mean",
+                                           "annotated_names": str(names_file)})
 
     def linked(nlp_) -> str:
         doc = nlp_.make_doc("renal failure")
