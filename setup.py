@@ -2,7 +2,7 @@
 demo (demo/) installed as spacy_sapbert.training and spacy_sapbert.demo."""
 from pathlib import Path
 
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, find_packages, setup
 
 HERE = Path(__file__).parent
 
@@ -43,7 +43,10 @@ setup(
     python_requires=">=3.10",
     # training/ and demo/ stay top-level folders of the repository but install under spacy_sapbert,
     # so that no generic top-level name (a user's own `training` module) is shadowed.
+    # The embedded default's folders (spacy_sapbert/data/...) hold no code but are listed too: setuptools
+    # warns about every importable folder left out of `packages` (seven screens of it in `make setup`).
     packages=find_packages(include=["spacy_sapbert", "spacy_sapbert.*"])
+    + find_namespace_packages(include=["spacy_sapbert.data", "spacy_sapbert.data.*"])
     + [f"spacy_sapbert.{name}" for name in find_packages(include=["training", "training.*", "demo", "demo.*"])],
     package_dir={"spacy_sapbert.training": "training", "spacy_sapbert.demo": "demo"},
     include_package_data=True,
