@@ -5,7 +5,8 @@ the parser ``sapbert annotate`` uses too. This module gives the annotation lines
 meaning: ``PMID start end text type ids [parts]`` is a mention with offsets into
 ``title + " " + abstract``; BC5CDR's ``PMID CID chemical disease`` relation lines are
 skipped. Mention IDs are split on ``|`` and ``+`` (composite mentions) and ``,`` (BioRED's
-mentions of several concepts), ``-1`` (and BioRED's ``-``) means "no ID", and each ID is parsed by :func:`spacy_sapbert.kb.ids.parse_id`, the grammar
+mentions of several concepts), ``-1`` (and BioRED's ``-``) means "no ID", and each ID is parsed
+by :func:`spacy_sapbert.kb.ids.parse_id`, the grammar
 the KB builders use, so a gold ID is spelled as the KBs spell it (``MESH:D012174`` and
 ``MSH:D012174`` → ``D012174``, ``CUI:C0011849`` → ``UMLS:C0011849``, ``ORPHA:558`` →
 ``Orphanet:558``) and an unknown or malformed ID stops the run at its line.
@@ -15,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Collection, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Collection, Iterable, Iterator, List, Optional, Set, Tuple, Union
 
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.formats.pubtator import Block, read_blocks
@@ -153,6 +154,11 @@ def check_corpora_and_output(corpora: Iterable[Path], output: Path, overwrite: b
     for corpus in corpora:
         if not Path(corpus).is_file():
             raise InputError("corpus file not found", corpus)
+
+
+def pmids(paths: Iterable[Optional[PathLike]]) -> Set[str]:
+    """PMIDs of the PubTator files given (None entries skipped): the documents a training set must leave out."""
+    return {document.pmid for path in paths if path is not None for document in read_pubtator(path, parse_ids=False)}
 
 
 def pubtator_text(documents: Iterable[Document]) -> str:

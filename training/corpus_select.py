@@ -22,7 +22,7 @@ import typer
 
 from spacy_sapbert.errors import InputError, exit_on_input_error
 
-from .corpora import Document, check_corpora_and_output, pubtator_text, read_pubtator
+from .corpora import Document, check_corpora_and_output, pmids, pubtator_text, read_pubtator
 
 logger = logging.getLogger(__name__)
 
@@ -45,9 +45,9 @@ def select_mentions(corpora: Sequence[Path], types: Mapping[str, str], held_out:
                     ) -> Tuple[List[Document], Dict[str, Any]]:
     """The documents of ``corpora`` whose PMIDs are in none of the ``held_out`` files, each with its
     mentions of ``types`` only (renamed), and counts of what was kept and left out."""
-    drop = {doc.pmid for path in held_out for doc in read_pubtator(path, parse_ids=False)}
+    drop = pmids(held_out)
     kept: List[Document] = []
-    report: Dict[str, Any] = {"documents_kept": 0, "documents_dropped_held_out": 0, "mentions_kept": Counter(),
+    report: Dict[str, Any] = {"documents_dropped_held_out": 0, "mentions_kept": Counter(),
                               "mentions_without_id": Counter(), "mentions_left_out": Counter()}
     seen = set()
     for path in corpora:
@@ -67,10 +67,9 @@ def select_mentions(corpora: Sequence[Path], types: Mapping[str, str], held_out:
                 report["mentions_kept"][types[mention.type]] += 1
                 report["mentions_without_id"][types[mention.type]] += not mention.ids
             kept.append(Document(doc.pmid, doc.title, doc.abstract, mentions))
-    report["documents_kept"] = len(kept)
-    for key in ("mentions_kept", "mentions_without_id", "mentions_left_out"):
-        report[key] = dict(sorted(report[key].items()))
-    return kept, report
+    counts = {key: dict(sorted(report.pop(key).items()))
+              for key in ("mentions_kept", "mentions_without_id", "mentions_left_out")}
+    return kept, {"documents_kept": len(kept), **report, **counts}
 
 
 def corpus_select(

@@ -93,8 +93,8 @@ class _Embeddings(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)
-        # the word-piece table may be kept as stored (:func:`~spacy_sapbert.encoding.half_weights.keep_word_table_as_stored`): only the rows
-        # looked up are widened
+        # the word-piece table may be kept as stored (half_weights.keep_word_table_as_stored): only the
+        # rows looked up are widened
         words = self.word_embeddings(input_ids).to(self.position_embeddings.weight.dtype)
         x = words + self.token_type_embeddings(token_type_ids) + self.position_embeddings(positions)[None]
         return self.LayerNorm(x)

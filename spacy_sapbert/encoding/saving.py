@@ -1,9 +1,9 @@
 """Writing an :class:`~spacy_sapbert.encoding.encoder.Encoder` to a model folder.
 
-Apart from the encoder because writing is a job of its own: the weights rounded to the precision they
-will be stored in, written in it (only when they are exactly representable in it), the settings file with the fingerprint and file digests that
-loading checks, sentence-transformers' module files, and for the native backend the files
-``save_pretrained`` would write.
+Apart from the encoder because writing is a job of its own: rounding the weights to the precision they
+will be stored in, writing them in it (only when they represent it exactly), the settings file with the
+fingerprint and file digests that loading checks, sentence-transformers' module files, and for the
+native backend the files ``save_pretrained`` would write.
 """
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ most annotated concept first, scored by the rule of succession, ``(votes + 1) / 
 docs/ner.md.
 
 The file keeps the annotated IDs as written (JSON, ``{"format_version": 1, "names": {wording:
-{id: count}}, "former_ids": {id: kb id}, "sources": [file name]}``); they are resolved against the KB the linker uses when
-the table is attached, so a KB swap re-resolves them, IDs one KB lacks are dropped (counted), and
+{id: count}}, "former_ids": {id: kb id}, "sources": [file name]}``); they are resolved against the KB
+the linker uses when the table is attached, so a KB swap re-resolves them, IDs one KB lacks are dropped (counted), and
 IDs of one concept vote together. ``former_ids`` is the crosswalk :meth:`AnnotatedNames.crosswalk`
 finds for a KB: an annotated ID that KB lacks, whose wordings are names of exactly one of its
 concepts, is that concept under an older ID (BC5CDR's "venlafaxine", C047426 in MeSH 2015, is

@@ -17,7 +17,7 @@ import logging
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from spacy.language import Language
 from spacy.tokens import Doc, Span
@@ -158,11 +158,6 @@ def biored_part(nlp: Language, corpora: Path, held_out: Set[str], misaligned: st
                 len(documents), dropped)
     docs, stats = convert_documents(nlp, documents, BIORED_LABELS, misaligned, source="biored:")
     return CorpusPart("biored", "train_biored.spacy", [CHEMICAL, DISEASE], docs), stats
-
-
-def pmids(paths: Iterable[Optional[PathLike]]) -> Set[str]:
-    """PMIDs of the PubTator files given (None entries skipped)."""
-    return {document.pmid for path in paths if path is not None for document in read_pubtator(path)}
 
 
 def extra_parts(nlp: Language, corpora: PathLike, held_out: Set[str], misaligned: str = "missing",
