@@ -20,10 +20,9 @@ from spacy.language import Language
 from spacy.tokens import Doc, DocBin
 
 from spacy_sapbert.errors import InputError
-from ..corpora import read_pubtator
+from ..corpora import pmids, read_pubtator
 from .data import (BC5CDR_LABELS, CHEMICAL, DISEASE, NCBI_LABELS, ConversionStats, chemical_lexicon,
                    convert_documents, mask_unannotated, split_sentences)
-from ..corpora import pmids
 from .extra_corpora import CorpusPart, extra_parts
 
 logger = logging.getLogger(__name__)
