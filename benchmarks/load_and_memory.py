@@ -13,10 +13,16 @@ code (and embedded default) the process runs instead of this one's,
 ``LABEL=BACKEND,PRECISION,FOLDER`` (``git worktree add /tmp/wt-before REV``); runs alternate
 between them and the ratios against the last variant are printed beside the numbers.
 
+With ``--job-input FILE``, each round also runs what ``make run`` runs, ``sapbert annotate FILE`` (its
+output in a temporary folder), as a fresh process of its own, and reports its wall time and peak RSS
+(the process's own, from ``wait4``): the memory a user's first command takes, import and all.
+
     python benchmarks/load_and_memory.py --corpus assets/corpora/ncbi-disease/NCBItestset_corpus.txt \\
         --runs 4 --output metrics/benchmarks/load-default.json
     python benchmarks/load_and_memory.py --corpus assets/corpora/ncbi-disease/NCBItestset_corpus.txt \\
         --variant after=auto,auto --variant before=auto,auto,/tmp/wt-before --runs 4
+    python benchmarks/load_and_memory.py --corpus assets/corpora/ncbi-disease/NCBItestset_corpus.txt \\
+        --job-input examples/abstracts.jsonl
 """
 from __future__ import annotations
 
@@ -26,8 +32,10 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence
 
 PROBE = r"""
 import json, resource, sys, time
@@ -51,6 +59,28 @@ print(json.dumps({"import_s": imported - start, "load_s": loaded - imported, "re
 """
 
 
+def job_peak(command: Sequence[str]) -> Dict[str, float]:
+    """Wall time and peak RSS of ``command`` run to its end as a fresh process: its own resource usage,
+    read from ``wait4`` (``RUSAGE_CHILDREN`` would report the largest of every child so far)."""
+    with tempfile.TemporaryFile() as errors:
+        start = time.perf_counter()
+        process = subprocess.Popen(list(command), stdout=subprocess.DEVNULL, stderr=errors)
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - start
+        process.returncode = os.waitstatus_to_exitcode(status)
+        if process.returncode != 0:
+            errors.seek(0)
+            tail = errors.read().decode("utf-8", "replace")[-2000:]
+            raise RuntimeError(f"{' '.join(command)} exited with {process.returncode}:\n{tail}")
+    return {"seconds": seconds, "peak_rss_mb": usage.ru_maxrss / 1024}
+
+
+def annotate_job(path: Path, folder: str) -> List[str]:
+    """``make run``'s command on ``path``, its output in ``folder`` (a new one per run: nothing is overwritten)."""
+    return [sys.executable, "-m", "spacy_sapbert.cli", "annotate", str(path), "--output",
+            str(Path(folder) / "annotations.jsonl"), "--show"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pipeline", default="default", help="'default' or a pipeline folder/package")
@@ -58,8 +88,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--variant", action="append",
                         help="LABEL=BACKEND,PRECISION (repeatable; the last one is the baseline of the ratios)")
+    parser.add_argument("--job-input", type=Path,
+                        help="also run `sapbert annotate` on this file each round (make run's job): time and peak RSS")
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
+    if args.job_input is not None and not args.job_input.is_file():
+        parser.error(f"--job-input {args.job_input}: no such file")
     variants = {}
     for item in args.variant or ["default=auto,auto", "transformers-fp32=transformers,float32"]:
         label, _, settings = item.partition("=")
@@ -69,7 +103,11 @@ def main() -> None:
         variants[label] = (backend or "auto", precision or "auto", checkout)
     runs: Dict[str, List[Dict[str, Any]]] = {label: [] for label in variants}
     corpus = args.corpus.resolve()
+    jobs: List[Dict[str, float]] = []
+    scratch = tempfile.TemporaryDirectory(prefix="load-and-memory-")
     for _ in range(args.runs):
+        if args.job_input is not None:
+            jobs.append(job_peak(annotate_job(args.job_input, tempfile.mkdtemp(dir=scratch.name))))
         for label, (backend, precision, checkout) in variants.items():
             # a checkout's code comes first on the path (and it is the working folder, so `python -c` finds it)
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [checkout, os.environ.get("PYTHONPATH")])))
@@ -103,10 +141,19 @@ def main() -> None:
             ratio = summary[key] / baseline[key] if higher else baseline[key] / summary[key]
             cells.append(f"{summary[key]:>10.2f} ({ratio:4.2f}x)")
         print(f"  {title:<44}" + "".join(f"{c:>22}" for c in cells))
+    job = None
+    if jobs:
+        job = {"command": f"sapbert annotate {args.job_input}", "runs": jobs,
+               "seconds_median": round(statistics.median(j["seconds"] for j in jobs), 2),
+               "peak_rss_mb_max": round(max(j["peak_rss_mb"] for j in jobs), 1)}
+        print(f"  {job['command']} (make run's job), {len(jobs)} fresh processes: {job['seconds_median']:.2f} s "
+              f"(median), peak RSS {job['peak_rss_mb_max']:.1f} MB (max)")
+    scratch.cleanup()
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps({"pipeline": args.pipeline, "corpus": args.corpus.name,
-                                           "baseline": list(summaries)[-1], "variants": summaries},
+                                           "baseline": list(summaries)[-1], "variants": summaries,
+                                           "job": job},
                                           indent=1) + "\n", encoding="utf-8")
 
 if __name__ == "__main__":
