@@ -33,7 +33,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Dict, List, Sequence
 
@@ -59,20 +58,33 @@ print(json.dumps({"import_s": imported - start, "load_s": loaded - imported, "re
 """
 
 
+LAUNCHER = r"""
+import json, os, sys, time
+start = time.perf_counter()
+pid = os.fork()
+if pid == 0:
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    os.execvp(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+print(json.dumps({"seconds": time.perf_counter() - start, "code": os.waitstatus_to_exitcode(status),
+                  "peak_rss_mb": usage.ru_maxrss / 1024}))
+"""
+"""Runs a command and reports its own wall time and peak RSS (``wait4``). A process's peak RSS starts from
+the memory of the process that spawned it (Linux carries it over ``exec``), so the command is spawned from
+this small launcher, not from the caller, which may be large (a test worker: 2 GB)."""
+
+
 def job_peak(command: Sequence[str]) -> Dict[str, float]:
-    """Wall time and peak RSS of ``command`` run to its end as a fresh process: its own resource usage,
-    read from ``wait4`` (``RUSAGE_CHILDREN`` would report the largest of every child so far)."""
+    """Wall time and peak RSS of ``command`` run to its end as a fresh process, measured by :data:`LAUNCHER`."""
     with tempfile.TemporaryFile() as errors:
-        start = time.perf_counter()
-        process = subprocess.Popen(list(command), stdout=subprocess.DEVNULL, stderr=errors)
-        _, status, usage = os.wait4(process.pid, 0)
-        seconds = time.perf_counter() - start
-        process.returncode = os.waitstatus_to_exitcode(status)
-        if process.returncode != 0:
+        out = subprocess.run([sys.executable, "-c", LAUNCHER, *command], stdout=subprocess.PIPE, stderr=errors,
+                             text=True, check=False)
+        result = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 and out.stdout.strip() else {}
+        if result.get("code", out.returncode or 1) != 0:
             errors.seek(0)
             tail = errors.read().decode("utf-8", "replace")[-2000:]
-            raise RuntimeError(f"{' '.join(command)} exited with {process.returncode}:\n{tail}")
-    return {"seconds": seconds, "peak_rss_mb": usage.ru_maxrss / 1024}
+            raise RuntimeError(f"{' '.join(command)} exited with {result.get('code', out.returncode)}:\n{tail}")
+    return {"seconds": result["seconds"], "peak_rss_mb": result["peak_rss_mb"]}
 
 
 def annotate_job(path: Path, folder: str) -> List[str]:
