@@ -36,6 +36,10 @@ import tempfile
 from pathlib import Path
 from typing import Any, Dict, List, Sequence
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling fresh_process, also when loaded by path
+
+from fresh_process import fresh, usage_of  # noqa: E402
+
 PROBE = r"""
 import json, resource, sys, time
 start = time.perf_counter()
@@ -58,33 +62,17 @@ print(json.dumps({"import_s": imported - start, "load_s": loaded - imported, "re
 """
 
 
-LAUNCHER = r"""
-import json, os, sys, time
-start = time.perf_counter()
-pid = os.fork()
-if pid == 0:
-    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-    os.execvp(sys.argv[1], sys.argv[1:])
-_, status, usage = os.wait4(pid, 0)
-print(json.dumps({"seconds": time.perf_counter() - start, "code": os.waitstatus_to_exitcode(status),
-                  "peak_rss_mb": usage.ru_maxrss / 1024}))
-"""
-"""Runs a command and reports its own wall time and peak RSS (``wait4``). A process's peak RSS starts from
-the memory of the process that spawned it (Linux carries it over ``exec``), so the command is spawned from
-this small launcher, not from the caller, which may be large (a test worker: 2 GB)."""
-
-
 def job_peak(command: Sequence[str]) -> Dict[str, float]:
-    """Wall time and peak RSS of ``command`` run to its end as a fresh process, measured by :data:`LAUNCHER`."""
+    """Wall time and peak RSS of ``command`` run to its end as a fresh process (its own, whatever the
+    size of this one: :mod:`fresh_process`)."""
     with tempfile.TemporaryFile() as errors:
-        out = subprocess.run([sys.executable, "-c", LAUNCHER, *command], stdout=subprocess.PIPE, stderr=errors,
-                             text=True, check=False)
-        result = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 and out.stdout.strip() else {}
-        if result.get("code", out.returncode or 1) != 0:
-            errors.seek(0)
-            tail = errors.read().decode("utf-8", "replace")[-2000:]
-            raise RuntimeError(f"{' '.join(command)} exited with {result.get('code', out.returncode)}:\n{tail}")
-    return {"seconds": result["seconds"], "peak_rss_mb": result["peak_rss_mb"]}
+        subprocess.run(fresh(command), stdout=subprocess.DEVNULL, stderr=errors, check=False)
+        errors.seek(0)
+        stderr = errors.read().decode("utf-8", "replace")
+    usage = usage_of(stderr)
+    if usage.get("code", 1) != 0:
+        raise RuntimeError(f"{' '.join(command)} exited with {usage.get('code', '?')}:\n{stderr[-2000:]}")
+    return {"seconds": usage["seconds"], "peak_rss_mb": usage["peak_rss_mb"]}
 
 
 def annotate_job(path: Path, folder: str) -> List[str]:

@@ -37,6 +37,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from fresh_process import fresh  # noqa: E402
 
 logger = logging.getLogger("benchmark")
 SYSTEMS = ("ours", "ours_int8", "peer")
@@ -186,7 +189,9 @@ def efficiency(nlp: Any, documents: List[Any]) -> Dict[str, Any]:
 def run_child(args: argparse.Namespace, system: str, corpus: Path, mode: str) -> Dict[str, Any]:
     command = [sys.executable, __file__, "--child", system, str(corpus), mode, "--peer-ner", str(args.peer_ner),
                "--peer-index", str(args.peer_index)]
-    done = subprocess.run(command, capture_output=True, text=True)
+    # under the launcher: this process holds the KB and torch, and a child spawned from it would report their
+    # memory as the start of its own peak RSS (fresh_process)
+    done = subprocess.run(fresh(command), capture_output=True, text=True)
     if done.returncode:
         sys.stderr.write(done.stderr[-4000:])
         raise SystemExit(f"{system} on {corpus.name} ({mode}) failed with exit {done.returncode}")
