@@ -111,7 +111,7 @@ def main() -> None:
         for label, (backend, precision, checkout) in variants.items():
             # a checkout's code comes first on the path (and it is the working folder, so `python -c` finds it)
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [checkout, os.environ.get("PYTHONPATH")])))
-            out = subprocess.run([sys.executable, "-c", PROBE, args.pipeline, str(corpus), backend, precision],
+            out = subprocess.run(fresh([sys.executable, "-c", PROBE, args.pipeline, str(corpus), backend, precision]),
                                  check=True, capture_output=True, text=True, cwd=checkout or None, env=env)
             runs[label].append(json.loads(out.stdout.strip().splitlines()[-1]))
     summaries = {}
