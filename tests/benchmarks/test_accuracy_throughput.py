@@ -4,7 +4,6 @@ linker (max gap 0) to the always-on re-ranker (a huge max gap), and a missing re
 it."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 from pathlib import Path
@@ -13,7 +12,8 @@ from typing import Any, Dict
 import pytest
 import torch
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "accuracy_throughput.py"
+from tests.benchmarks import load_script
+
 SYSTEMS = ["scispacy", "dense", "hybrid", "rerank-always", "rerank-adaptive"]
 # the dictionary of tests/training/evaluation/test_evaluate.py's scispaCy test: every character 3-gram occurs in >= 10 names, so
 # scispaCy's min_df=10 keeps them all; one concept has two |-joined IDs
@@ -46,10 +46,7 @@ def write_biosyn(root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def script() -> Any:
-    spec = importlib.util.spec_from_file_location("accuracy_throughput", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("accuracy_throughput")
 
 
 @pytest.fixture(scope="module")

@@ -3,22 +3,17 @@ benchmark reads its children's JSON from stdout), and its own usage comes last o
 not raised by the caller's memory."""
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "fresh_process.py"
+from tests.benchmarks import load_script
 
 
 @pytest.fixture(scope="module")
 def fresh_process():
-    spec = importlib.util.spec_from_file_location("fresh_process", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("fresh_process")
 
 
 def test_stdout_and_exit_code_pass_through(fresh_process):

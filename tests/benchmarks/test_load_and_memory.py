@@ -3,21 +3,17 @@ the measured process's own (a child that holds 200 MB reads above it, a small on
 however large the caller), and a command that fails, or cannot start, is an error that carries its stderr."""
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "load_and_memory.py"
+from tests.benchmarks import load_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("load_and_memory", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("load_and_memory")
 
 
 def test_job_peak_is_the_process_own(bench):
