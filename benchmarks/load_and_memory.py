@@ -65,10 +65,8 @@ print(json.dumps({"import_s": imported - start, "load_s": loaded - imported, "re
 def job_peak(command: Sequence[str]) -> Dict[str, float]:
     """Wall time and peak RSS of ``command`` run to its end as a fresh process (its own, whatever the
     size of this one: :mod:`fresh_process`)."""
-    with tempfile.TemporaryFile() as errors:
-        subprocess.run(fresh(command), stdout=subprocess.DEVNULL, stderr=errors, check=False)
-        errors.seek(0)
-        stderr = errors.read().decode("utf-8", "replace")
+    stderr = subprocess.run(fresh(command), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            errors="replace").stderr
     usage = usage_of(stderr)
     if usage.get("code", 1) != 0:
         raise RuntimeError(f"{' '.join(command)} exited with {usage.get('code', '?')}:\n{stderr[-2000:]}")
@@ -104,16 +102,17 @@ def main() -> None:
     runs: Dict[str, List[Dict[str, Any]]] = {label: [] for label in variants}
     corpus = args.corpus.resolve()
     jobs: List[Dict[str, float]] = []
-    scratch = tempfile.TemporaryDirectory(prefix="load-and-memory-")
-    for _ in range(args.runs):
-        if args.job_input is not None:
-            jobs.append(job_peak(annotate_job(args.job_input, tempfile.mkdtemp(dir=scratch.name))))
-        for label, (backend, precision, checkout) in variants.items():
-            # a checkout's code comes first on the path (and it is the working folder, so `python -c` finds it)
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [checkout, os.environ.get("PYTHONPATH")])))
-            out = subprocess.run(fresh([sys.executable, "-c", PROBE, args.pipeline, str(corpus), backend, precision]),
-                                 check=True, capture_output=True, text=True, cwd=checkout or None, env=env)
-            runs[label].append(json.loads(out.stdout.strip().splitlines()[-1]))
+    with tempfile.TemporaryDirectory(prefix="load-and-memory-") as scratch:
+        for _ in range(args.runs):
+            if args.job_input is not None:
+                jobs.append(job_peak(annotate_job(args.job_input, tempfile.mkdtemp(dir=scratch))))
+            for label, (backend, precision, checkout) in variants.items():
+                # a checkout's code comes first on the path (and it is the working folder, so `python -c` finds it)
+                path = os.pathsep.join(filter(None, [checkout, os.environ.get("PYTHONPATH")]))
+                probe = [sys.executable, "-c", PROBE, args.pipeline, str(corpus), backend, precision]
+                out = subprocess.run(fresh(probe), check=True, capture_output=True, text=True, cwd=checkout or None,
+                                     env=dict(os.environ, PYTHONPATH=path))
+                runs[label].append(json.loads(out.stdout.strip().splitlines()[-1]))
     summaries = {}
     for label, done in runs.items():
         warm = done[1:] or done
@@ -148,7 +147,6 @@ def main() -> None:
                "peak_rss_mb_max": round(max(j["peak_rss_mb"] for j in jobs), 1)}
         print(f"  {job['command']} (make run's job), {len(jobs)} fresh processes: {job['seconds_median']:.2f} s "
               f"(median), peak RSS {job['peak_rss_mb_max']:.1f} MB (max)")
-    scratch.cleanup()
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps({"pipeline": args.pipeline, "corpus": args.corpus.name,
