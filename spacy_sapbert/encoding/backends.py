@@ -43,12 +43,14 @@ def pick_backend(backend: Optional[str], location: Union[Path, str]) -> Tuple[st
     return "transformers", None
 
 
-def load_native(location: Path, config: Optional[Dict[str, Any]]) -> Tuple[Any, Any, Optional[int]]:
-    """(model, tokenizer, position limit) of a folder :func:`pick_backend` chose ``native`` for."""
+def load_native(location: Path, config: Optional[Dict[str, Any]], linear_dtype: Optional[str] = None,
+                table_dtype: Optional[str] = None) -> Tuple[Any, Any, Optional[int]]:
+    """(model, tokenizer, position limit) of a folder :func:`pick_backend` chose ``native`` for; the two
+    precisions of an inference model as :meth:`~spacy_sapbert.encoding.bert.BertEncoder.from_folder` takes them."""
     from spacy_sapbert.encoding import bert
 
     try:
-        model, tokenizer, config_dict = bert.load(location, config)
+        model, tokenizer, config_dict = bert.load(location, config, linear_dtype, table_dtype)
     except (OSError, ValueError, KeyError, RuntimeError) as err:
         raise InputError(f"cannot load the model ({err})", str(location)) from err
     return model, tokenizer, config_dict.get("max_position_embeddings")

@@ -73,15 +73,25 @@ class Encoder:
         re-saving a loaded model (a pipeline's ``to_disk``) keeps it rather than a local path."""
         self.backend, native_config = pick_backend(backend, location)
         """``native`` (:mod:`spacy_sapbert.encoding.bert`, no ``transformers`` import) or ``transformers``."""
+        self.device = resolve_device(device)
+        self.dtype = self._pick_dtype(dtype)
+        self.autocast = self.dtype == "bfloat16" and self.device == "cpu"
+        """CPU bf16: the weights stay float32 and the forward pass runs under bf16 autocast."""
+        self._float_weights: Optional[Path] = None
+        """The file whose float weights :meth:`save` and :attr:`fingerprint` read, when the linear layers are
+        kept in bf16."""
         config: Any = None
         if self.backend == "native":
             assert isinstance(location, Path)
             check_model_folder(location, native_config)  # a missing tokenizer or cut weights: one error, not [UNK] links
-            self.model, self.tokenizer, limit = load_native(location, native_config)
-            from spacy_sapbert.encoding.half_weights import keep_word_table_as_stored
-
-            # inference only: the table as the file stores it (the same outputs, 23 MB less for the default)
-            keep_word_table_as_stored(self.model, str(settings.get("weights_dtype", "float32")))
+            # inference only: the word-piece table as the file stores it (23 MB less for the default) and, with
+            # half_linears under CPU bf16 autocast, the linear layers in bf16 (21 MB less, no cast per batch);
+            # the same vectors to the bit (half_weights says why)
+            half = half_linears and self.autocast
+            self.model, self.tokenizer, limit = load_native(location, native_config, "bfloat16" if half else None,
+                                                            str(settings.get("weights_dtype", "float32")))
+            if half:
+                self._float_weights = location / "model.safetensors"
         else:  # the config only: settings and device are checked before the weights load
             config = read_transformers_config(location, self.source)  # "not an encoder" comes first
             if isinstance(location, Path):
@@ -92,7 +102,6 @@ class Encoder:
         if batch_size < 1:
             raise InputError(f"batch_size must be positive, got {batch_size}", field="batch_size")
         self.batch_size = int(batch_size)
-        self.device = resolve_device(device)
         if config is not None:
             self.model, self.tokenizer = load_transformers(location, config)
         if self.tokenizer.pad_token_id is None:
@@ -103,43 +112,22 @@ class Encoder:
         recorded = recorded_fingerprint(location, settings, self.settings)
         self._fingerprint_cache: Optional[tuple] = (self._versions(), recorded) if recorded else None
         self._load_fingerprint: Optional[str] = None
-        self._place(dtype)
-        self._float_weights: Optional[Path] = None
-        """The file whose float weights :meth:`save` writes, when the linear layers are kept in bf16."""
-        if half_linears and self.autocast and self.backend == "native":
-            self._keep_linears_in_bf16(location)
+        if self._float_weights is not None:  # an inference model: its fingerprint, of the float weights, now
+            self._load_fingerprint = self.fingerprint
+        self._place()
         logger.info("encoder %s: pooling=%s max_length=%d device=%s dtype=%s", self.source, self.pooling,
                     self.max_length, self.device, self.dtype)
 
     # -- precision ------------------------------------------------------------------
-    def _place(self, dtype: Optional[str]) -> None:
-        """Set :attr:`dtype` and :attr:`autocast`, then move the model to its device in that precision."""
+    def _place(self) -> None:
+        """Move the model to its device in its precision (:attr:`dtype`; under autocast the weights stay)."""
         import torch
 
-        self.dtype = self._pick_dtype(dtype)
-        self.autocast = self.dtype == "bfloat16" and self.device == "cpu"
-        """CPU bf16: the weights stay float32 and the forward pass runs under bf16 autocast."""
         if self.dtype != "float32" and not self.autocast:
             # Half-precision weights hash differently; the model is the one we loaded.
             self._load_fingerprint = self.fingerprint
             self.model.to(getattr(torch, self.dtype))
         self.model.to(self.device)
-
-    def _keep_linears_in_bf16(self, location: Any) -> None:
-        """For an encoder that only infers under CPU bf16 autocast (a pipe's): its linear layers' weights
-        in bf16 (:func:`~spacy_sapbert.encoding.half_weights.half_linear_weights` says why the vectors are the same
-        to the bit), which spares the cast of every weight at every batch and 21 MB for the default's
-        encoder. The fingerprint is taken first, of the float weights; :meth:`save` reads those from the
-        file again."""
-        import torch
-        from torch import nn
-
-        self._load_fingerprint = self.fingerprint
-        with torch.no_grad():
-            for module in self.model.modules():
-                if isinstance(module, nn.Linear):
-                    module.weight = nn.Parameter(module.weight.detach().to(torch.bfloat16), requires_grad=False)
-        self._float_weights = Path(location) / "model.safetensors"
 
     def _float_state(self) -> Dict[str, Any]:
         """The weights in float32: in memory, or, for linear layers kept in bf16, from the file they were
@@ -150,9 +138,11 @@ class Encoder:
         import torch
         from safetensors.torch import load_file
 
+        from spacy_sapbert.encoding.bert import state_name
         from spacy_sapbert.encoding.half_weights import half_linear_weights
 
         stored = load_file(str(self._float_weights)) if self._float_weights.is_file() else {}
+        stored = {state_name(name): tensor for name, tensor in stored.items()}
         in_use = self.model.state_dict()
         for name in half_linear_weights(self.model, "bfloat16"):
             tensor, original = in_use[name], stored.get(name)
@@ -218,8 +208,8 @@ class Encoder:
         digest.update(json.dumps(self.settings, sort_keys=True).encode())
         vocab = sorted(self.tokenizer.get_vocab().items())
         digest.update(json.dumps(vocab, ensure_ascii=False).encode("utf-8"))
-        for name, tensor in sorted(self.model.state_dict().items()):
-            array = tensor.detach().to("cpu").float().contiguous().numpy()
+        for name, tensor in sorted(self._float_state().items()):  # linear layers kept in bf16: from the file
+            array = tensor.contiguous().numpy()
             digest.update(f"{name}:{tuple(array.shape)}".encode())
             digest.update(array.tobytes())
         return digest.hexdigest()[:16]

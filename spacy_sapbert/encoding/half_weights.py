@@ -1,6 +1,7 @@
 """Inference weights kept in half precision: the word-piece table as its file stores it, the linear layers in
 the precision autocast computes them in. Each keeps every output the same to the bit and frees memory (the
-functions say how); a model that is trained is loaded without them.
+names below say how); the loaders read them straight into that precision, and a model that is trained is
+loaded without them.
 """
 from __future__ import annotations
 
@@ -10,15 +11,12 @@ import torch
 from torch import nn
 
 
-def keep_word_table_as_stored(model: nn.Module, stored: str) -> None:
-    """Keep an inference model's word-piece table (30,522 × 384: 47 MB in float32) in the half precision
-    its file stores (``stored``: ``float16`` or ``bfloat16``; nothing is done otherwise), frozen. The
-    rows a batch looks up are widened to the other weights' precision in the forward pass, so every
-    output is the same to the bit (half → float32 is exact) and 23 MB stay free; a model that is
-    trained is loaded without this."""
-    if stored in ("float16", "bfloat16"):
-        table = model.embeddings.word_embeddings
-        table.weight = nn.Parameter(table.weight.detach().to(getattr(torch, stored)), requires_grad=False)
+WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
+"""The word-piece table's state-dict name in a BERT encoder. An inference model keeps it in the half
+precision its file stores it in (30,522 × 384: 47 MB in float32, 23 MB as stored), frozen: the rows a batch
+looks up are widened to the other weights' precision in the forward pass, so every output is the same to
+the bit (half → float32 is exact); a model that is trained is loaded without this
+(:meth:`~spacy_sapbert.encoding.bert.BertEncoder.from_folder`'s ``table_dtype``)."""
 
 
 def half_linear_weights(model: nn.Module, dtype: Optional[str]) -> Dict[str, torch.dtype]:
@@ -42,4 +40,4 @@ def has_half_linears(model: nn.Module) -> bool:
     return any(isinstance(m, nn.Linear) and m.weight.dtype in (torch.bfloat16, torch.float16) for m in model.modules())
 
 
-__all__ = ["half_linear_weights", "has_half_linears", "keep_word_table_as_stored"]
+__all__ = ["WORD_EMBEDDINGS", "half_linear_weights", "has_half_linears"]

@@ -152,15 +152,20 @@ class KnowledgeBase:
     def _resolve_one(self, cid: str) -> Optional[Concept]:
         if not cid:
             return None
-        for key in (cid, _canonical_id(cid)):
-            if key is None:
-                continue
-            if key in self._concepts:  # a concept whose whole ID this is wins over one that lists it
-                return self._concepts[key]
+        found = self._by_key(cid)
+        if found is None:  # the canonical spelling only when the ID as written is unknown (most are known)
+            key = _canonical_id(cid)
+            if key is not None and key != cid:
+                found = self._by_key(key)
+        return found
+
+    def _by_key(self, key: str) -> Optional[Concept]:
+        concept = self._concepts.get(key)  # a concept whose whole ID this is wins over one that lists it
+        if concept is None:
             owner = self._id_to_concept.get(key)
             if owner is not None:
-                return self._concepts[owner]
-        return None
+                concept = self._concepts[owner]
+        return concept
 
     @property
     def alias_to_concepts(self) -> Dict[str, List[str]]:
@@ -212,13 +217,17 @@ class KnowledgeBase:
         are, with the fingerprint recorded for them. Any other file goes through :meth:`from_jsonl`."""
         path = Path(path)
         kb = cls(name=name if name is not None else kb_name_of(path))
+        concepts, id_to_concept = kb._concepts, kb._id_to_concept
         with gc_paused():
             for _, record in read_records(path):
-                concept = Concept(record["concept_id"], record["canonical_name"], record["aliases"], record["types"],
-                                  record["definition"])
-                kb._concepts[concept.concept_id] = concept
-                for cid in concept.ids:
-                    kb._id_to_concept.setdefault(cid, concept.concept_id)
+                concept_id = record["concept_id"]
+                concepts[concept_id] = Concept(concept_id, record["canonical_name"], record["aliases"], record["types"],
+                                               record["definition"])
+                if ID_SEPARATOR in concept_id:  # most have one ID: no split, no tuple (45,125 records of the default)
+                    for cid in concept_id.split(ID_SEPARATOR):
+                        id_to_concept.setdefault(cid, concept_id)
+                else:
+                    id_to_concept.setdefault(concept_id, concept_id)
         kb._fingerprint = fingerprint
         return kb
 

@@ -24,7 +24,7 @@ from torch import nn
 from spacy_sapbert.encoding import bert
 from spacy_sapbert.encoding.fast_tokenizer import TOKENIZER_FILE, FastTokenizer
 from spacy_sapbert.encoding.folder_check import check_model_folder
-from spacy_sapbert.encoding.half_weights import half_linear_weights
+from spacy_sapbert.encoding.half_weights import WORD_EMBEDDINGS, half_linear_weights
 from spacy_sapbert.ner.windows import Window
 
 PathLike = Union[str, Path]
@@ -69,7 +69,6 @@ def collate(windows: Sequence[Window], pad_id: int, device: Union[str, torch.dev
     return ids.to(device), feats.to(device), mask.to(device)
 
 
-WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
 SHARED_KEY = "word_embeddings"
 """tagger.json entry of a model saved without its word-piece table: ``{"from": PIPE, "sha256": …}``."""
 
@@ -163,7 +162,7 @@ def load(folder: PathLike, word_embeddings: Optional[torch.Tensor] = None, table
                              f"{shared['from']!r} pipe's encoder, and " +
                              ("none was given" if word_embeddings is None else "the one given differs"))
         # the table itself, not a copy: the NER and the linker's encoder hold one 30k x 384 tensor, in the
-        # precision the encoder keeps it (float16 as stored: half_weights.keep_word_table_as_stored)
+        # precision the encoder keeps it (float16 as stored: half_weights.WORD_EMBEDDINGS)
         state[f"encoder.{WORD_EMBEDDINGS}"] = word_embeddings.detach().cpu()
     missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
     if missing or unexpected:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from spacy_sapbert.default import DEFAULT_MODEL
-from spacy_sapbert.encoding.encoder import Encoder
+from spacy_sapbert.encoding.encoder import Encoder, resolve_model_path
 from spacy_sapbert.errors import InputError
 
 TEXTS = ["renal failure", "Hydroxychloroquine retinopathy", "a longer mention of chronic kidney disease", "ms"]
@@ -47,3 +47,23 @@ def test_bf16_linears_encode_to_the_bit_keep_the_fingerprint_and_save_the_float_
 def test_half_linears_only_where_autocast_computes_in_bf16():
     float32 = Encoder(DEFAULT_MODEL, device="cpu", dtype="float32", backend="native", half_linears=True)
     assert _linear_dtypes(float32) == {torch.float32}
+
+
+def test_a_folder_without_a_recorded_fingerprint_hashes_the_float_weights(tmp_path):
+    """The bf16 linear layers are read straight from the file, so the hash is taken of the file's float weights:
+    the same fingerprint as the float model's and as the one the shipped folder records. The word-piece table
+    stays as stored (float16), frozen."""
+    import shutil
+
+    folder = shutil.copytree(resolve_model_path(DEFAULT_MODEL), tmp_path / "model")
+    settings = json.loads((folder / "sapbert.json").read_text())
+    recorded = settings.pop("fingerprint")
+    (folder / "sapbert.json").write_text(json.dumps(settings))
+    half = Encoder(folder, device="cpu", dtype="bfloat16", backend="native", half_linears=True)
+    plain = Encoder(folder, device="cpu", dtype="float32", backend="native")
+    assert _linear_dtypes(half) == {torch.bfloat16} and _linear_dtypes(plain) == {torch.float32}
+    assert half.fingerprint == plain.fingerprint == recorded
+    for encoder in (half, plain):
+        table = encoder.model.embeddings.word_embeddings.weight
+        assert table.dtype == torch.float16 and not table.requires_grad
+    assert all(not m.weight.requires_grad for m in half.model.modules() if isinstance(m, torch.nn.Linear))
