@@ -39,3 +39,13 @@ def test_peak_is_the_command_own(fresh_process):
 def test_usage_of_without_a_report_is_empty(fresh_process):
     assert fresh_process.usage_of("") == {}
     assert fresh_process.usage_of("Traceback (most recent call last):\n  boom") == {}
+
+
+def test_user_env_turns_the_bytecode_cache_on(fresh_process, monkeypatch):
+    """A sandbox's PYTHONDONTWRITEBYTECODE would make every measured process compile the package again."""
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    env = fresh_process.user_env(PYTHONPATH="/somewhere")
+    assert "PYTHONDONTWRITEBYTECODE" not in env and env["PYTHONPATH"] == "/somewhere"
+    done = subprocess.run([sys.executable, "-c", "import sys; print(sys.dont_write_bytecode)"], capture_output=True,
+                          text=True, env=env)
+    assert done.stdout.strip() == "False"
