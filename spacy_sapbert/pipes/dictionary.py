@@ -108,7 +108,7 @@ def read_patterns(path: Union[str, Path]) -> List[Pattern]:
 
 def _read_checked_patterns(path: Path) -> List[Tuple[Pattern, Tuple[str, List[str]]]]:
     """Each pattern of a JSONL file with what :func:`check_pattern` made of it (the pipe's load checks once)."""
-    import orjson  # the default's 3,768 patterns: a fifth of json's time
+    import orjson  # as the KB's reader: faster than json for many small records
 
     found = []
     with path.open(encoding="utf-8") as lines:
