@@ -38,7 +38,7 @@ from typing import Any, Dict, List, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # its sibling fresh_process, also when loaded by path
 
-from fresh_process import fresh, usage_of, user_env  # noqa: E402
+from fresh_process import fresh, usage_of  # noqa: E402
 
 PROBE = r"""
 import json, resource, sys, time
@@ -66,7 +66,7 @@ def job_peak(command: Sequence[str]) -> Dict[str, float]:
     """Wall time and peak RSS of ``command`` run to its end as a fresh process (its own, whatever the
     size of this one: :mod:`fresh_process`)."""
     stderr = subprocess.run(fresh(command), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            errors="replace", env=user_env()).stderr
+                            errors="replace").stderr
     usage = usage_of(stderr)
     if usage.get("code", 1) != 0:
         raise RuntimeError(f"{' '.join(command)} exited with {usage.get('code', '?')}:\n{stderr[-2000:]}")
@@ -111,7 +111,7 @@ def main() -> None:
                 path = os.pathsep.join(filter(None, [checkout, os.environ.get("PYTHONPATH")]))
                 probe = [sys.executable, "-c", PROBE, args.pipeline, str(corpus), backend, precision]
                 out = subprocess.run(fresh(probe), check=True, capture_output=True, text=True, cwd=checkout or None,
-                                     env=user_env(PYTHONPATH=path))
+                                     env=dict(os.environ, PYTHONPATH=path))
                 runs[label].append(json.loads(out.stdout.strip().splitlines()[-1]))
     summaries = {}
     for label, done in runs.items():

@@ -39,7 +39,7 @@ from typing import Any, Dict, List, Optional
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fresh_process import fresh, user_env  # noqa: E402
+from fresh_process import fresh  # noqa: E402
 
 logger = logging.getLogger("benchmark")
 SYSTEMS = ("ours", "ours_int8", "peer")
@@ -191,7 +191,7 @@ def run_child(args: argparse.Namespace, system: str, corpus: Path, mode: str) ->
                "--peer-index", str(args.peer_index)]
     # under the launcher: this process holds the KB and torch, and a child spawned from it would report their
     # memory as the start of its own peak RSS (fresh_process)
-    done = subprocess.run(fresh(command), capture_output=True, text=True, env=user_env())
+    done = subprocess.run(fresh(command), capture_output=True, text=True)
     if done.returncode:
         sys.stderr.write(done.stderr[-4000:])
         raise SystemExit(f"{system} on {corpus.name} ({mode}) failed with exit {done.returncode}")

@@ -271,6 +271,7 @@ class BertEncoder(nn.Module):
             model = cls(BertSettings.from_config(config), config)
         tensors = load_file(str(folder / WEIGHTS_FILE))
         half = half_linear_weights(model, linear_dtype)
+        frozen = set(half)
         state = {}
         for name, tensor in tensors.items():
             name = state_name(name)
@@ -278,7 +279,7 @@ class BertEncoder(nn.Module):
                 tensor = tensor.to(half[name])
             elif name == WORD_EMBEDDINGS and table_dtype in ("float16", "bfloat16") and \
                     tensor.dtype == getattr(torch, table_dtype):
-                half[name] = tensor.dtype  # kept as stored; a copy, so that no tensor holds the file's mapping open
+                frozen.add(name)  # kept as stored; a copy, so that no tensor holds the file's mapping open
                 tensor = tensor.clone()
             elif tensor.is_floating_point():
                 tensor = tensor.float()
@@ -295,7 +296,7 @@ class BertEncoder(nn.Module):
                                  f"config.json implies {tuple(target.shape)}")
         model.load_state_dict({k: state[k] for k in expected}, assign=True)
         for name, parameter in model.named_parameters():
-            if name in half:
+            if name in frozen:
                 parameter.requires_grad_(False)
         return model.eval()
 

@@ -41,11 +41,12 @@ def test_usage_of_without_a_report_is_empty(fresh_process):
     assert fresh_process.usage_of("Traceback (most recent call last):\n  boom") == {}
 
 
-def test_user_env_turns_the_bytecode_cache_on(fresh_process, monkeypatch):
-    """A sandbox's PYTHONDONTWRITEBYTECODE would make every measured process compile the package again."""
+def test_the_command_runs_with_the_bytecode_cache_on(fresh_process, monkeypatch):
+    """A sandbox's PYTHONDONTWRITEBYTECODE would make every measured process compile the package again; the
+    rest of the caller's environment reaches the command."""
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
-    env = fresh_process.user_env(PYTHONPATH="/somewhere")
-    assert "PYTHONDONTWRITEBYTECODE" not in env and env["PYTHONPATH"] == "/somewhere"
-    done = subprocess.run([sys.executable, "-c", "import sys; print(sys.dont_write_bytecode)"], capture_output=True,
-                          text=True, env=env)
-    assert done.stdout.strip() == "False"
+    monkeypatch.setenv("SAPBERT_FRESH_PROBE", "kept")
+    done = subprocess.run(fresh_process.fresh([sys.executable, "-c", "import os, sys; "
+                                               "print(sys.dont_write_bytecode, os.environ['SAPBERT_FRESH_PROBE'])"]),
+                          capture_output=True, text=True)
+    assert done.stdout.strip() == "False kept"
