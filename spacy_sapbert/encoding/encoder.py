@@ -33,17 +33,20 @@ __all__ = ["BACKENDS", "DEFAULT_BATCH_SIZE", "DEFAULT_MAX_LENGTH", "DTYPE_CHOICE
 PathLike = Union[str, Path]
 DEFAULT_MAX_LENGTH = 25
 DEFAULT_BATCH_SIZE = 64
-"""Texts per forward pass. On two CPU cores 32–64 short texts are fastest: mentions of BC5CDR dev
-linked against MEDIC encode in 4.3–4.8 s at 32–64 and 10.2 s at 256 (the feed-forward activations of
-256 texts no longer fit the caches), KB names at 595 names/s at 64 and 525 at 256. A GPU gains from
+"""Texts per padded batch (the ``transformers`` backend) or per attention group of a packed pass (the
+native one, :mod:`~spacy_sapbert.encoding.packed`, whose linear layers take every token of a pass at once).
+Padded, on two CPU cores 32–64 short texts were fastest: mentions of BC5CDR dev linked against MEDIC
+encoded in 4.3–4.8 s at 32–64 and 10.2 s at 256, KB names at 595 names/s at 64 and 525 at 256; packed,
+groups of 32 to 256 of NCBI test's 404 mention texts were within the run-to-run noise. A GPU gains from
 larger batches (``encode_batch_size``, ``--batch-size``)."""
 
 
 class Encoder:
     """Texts → L2-normalised float32 vectors with a Hugging Face encoder.
 
-    Batches are sorted by token length so that little padding is computed and inference runs
-    under ``torch.inference_mode``. Precision (``dtype``): ``auto`` is float16 weights on a GPU,
+    Texts are sorted by token length and, with the native backend, computed without padding
+    (:mod:`~spacy_sapbert.encoding.packed`); inference runs under ``torch.inference_mode``.
+    Precision (``dtype``): ``auto`` is float16 weights on a GPU,
     bf16 autocast on a CPU that computes bf16 natively (AMX / AVX512-BF16; the weights stay
     float32; with ``half_linears``, for an encoder that only infers, the linear layers' are kept in
     bf16), float32 elsewhere. The weights, and so :attr:`fingerprint`, do not depend on it
@@ -226,6 +229,8 @@ class Encoder:
         import torch
         from tqdm.auto import tqdm
 
+        from spacy_sapbert.encoding.packed import padded_batches, passes
+
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -234,32 +239,50 @@ class Encoder:
         batch_size = int(batch_size or self.batch_size)
         ids: List[List[int]] = self.tokenizer(texts, truncation=True, max_length=self.max_length,
                                               add_special_tokens=True)["input_ids"]
-        order = sorted(range(len(texts)), key=lambda i: len(ids[i]), reverse=True)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        pad = int(self.tokenizer.pad_token_id)
-        starts = range(0, len(order), batch_size)
-        bar = tqdm(starts, total=len(starts), desc="encoding", unit="batch", disable=not show_progress)
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        native = self.backend == "native"
+        batches = passes(lengths) if native else padded_batches(lengths, batch_size)
+        bar = tqdm(batches, desc="encoding", unit="batch", disable=not show_progress)
+        forward = self._forward_packed if native else self._forward_padded
         with torch.inference_mode():
-            for start in bar:
-                rows = order[start:start + batch_size]
-                # the exact width: padded to a multiple of 8 (fewer kernel shapes: 35 MB less at NCBI test's peak),
-                # the 2,594 BC5CDR dev mention texts took 2.2-2.9 s instead of 1.7-2.1 s (bf16, 2 cores)
-                width = max(len(ids[i]) for i in rows)
-                input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
-                mask = torch.zeros((len(rows), width), dtype=torch.long)
-                for j, i in enumerate(rows):
-                    input_ids[j, : len(ids[i])] = torch.tensor(ids[i], dtype=torch.long)
-                    mask[j, : len(ids[i])] = 1
-                vectors = self._forward(input_ids.to(self.device), mask.to(self.device), normalize)
-                out[rows] = vectors
+            for rows in bar:
+                out[rows] = forward([ids[i] for i in rows], batch_size, normalize)
         return out
 
-    def _forward(self, input_ids: Any, mask: Any, normalize: bool = True) -> np.ndarray:
+    def _forward_padded(self, ids: List[List[int]], batch_size: int, normalize: bool) -> np.ndarray:
+        """Vectors of one batch of texts, padded to the longest (the ``transformers`` backend's models)."""
         import torch
 
+        width = max(map(len, ids))
+        # the exact width: padded to a multiple of 8, the 2,594 BC5CDR dev mention texts took 2.2-2.9 s
+        # instead of 1.7-2.1 s (bf16, 2 cores)
+        mask = np.arange(width)[None, :] < np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))[:, None]
+        input_ids = np.full(mask.shape, int(self.tokenizer.pad_token_id), dtype=np.int64)
+        input_ids[mask] = [t for text in ids for t in text]
+        input_ids, attention = torch.from_numpy(input_ids), torch.from_numpy(mask.astype(np.int64))
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast):
-            hidden = self.model(input_ids=input_ids, attention_mask=mask).last_hidden_state.float()
-        pooled = pool(hidden, mask, self.pooling)
+            hidden = self.model(input_ids=input_ids.to(self.device),
+                                attention_mask=attention.to(self.device)).last_hidden_state.float()
+        return self._vectors(pool(hidden, attention.to(self.device), self.pooling), normalize)
+
+    def _forward_packed(self, ids: List[List[int]], group_size: int, normalize: bool) -> np.ndarray:
+        """Vectors of texts sorted longest first, through the native model's packed pass
+        (:mod:`~spacy_sapbert.encoding.packed`): no padding but within attention groups of ``group_size``."""
+        import torch
+
+        from spacy_sapbert.encoding.packed import pool_packed, packed_states
+
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        flat = torch.from_numpy(np.fromiter((t for text in ids for t in text), dtype=np.int64, count=int(lengths.sum())))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast):
+            states = packed_states(self.model, flat.to(self.device), lengths, group_size)
+        return self._vectors(pool_packed(states.float(), lengths, self.pooling), normalize)
+
+    @staticmethod
+    def _vectors(pooled: Any, normalize: bool) -> np.ndarray:
+        import torch
+
         if normalize:
             pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
         return pooled.cpu().numpy().astype(np.float32, copy=False)

@@ -32,8 +32,12 @@ SHORTLIST_EXTRA = 32
 """Rows beyond ``k`` scored again in float32 per query."""
 ERROR_BOUND = 3 * 2.0 ** -8 + 2.0 ** -12
 """How far a bf16 score can be from the float32 one (module docstring)."""
-CHUNK = 256
-"""Queries per matrix multiply: a chunk's bf16 scores over 180,068 names take 92 MB."""
+CHUNK = 128
+"""Queries per matrix multiply: a chunk's bf16 scores over MEDIC's 73,860 names take 19 MB (over 180,068
+names, 46 MB). Under glibc's largest mmap threshold (32 MB), so the next chunk and the next search reuse
+that memory instead of faulting in fresh pages (at 256 queries, 10-20 ms of a 60 ms search here)."""
+BLOCK = 64
+"""Scores per block in :func:`top_rows`."""
 
 
 class Bf16FlatSearch:
@@ -72,17 +76,42 @@ class Bf16FlatSearch:
                 approx = torch.from_numpy(chunk).to(torch.bfloat16) @ self._bf16.T
                 if blocked is not None:
                     approx.masked_fill_(blocked, float("-inf"))
-                top = torch.topk(approx, shortlist, dim=1)
-                candidates = top.indices.numpy()
+                best, best_rows = top_rows(approx, shortlist)
+                candidates = best_rows.numpy()
                 exact = np.einsum("nd,nmd->nm", chunk, self._vectors[candidates])
                 order = np.argsort(-exact, axis=1, kind="stable")[:, :k]
                 kept = np.take_along_axis(exact, order, axis=1)
                 scores[start:start + len(chunk), :kept.shape[1]] = kept
                 rows[start:start + len(chunk), :kept.shape[1]] = np.take_along_axis(candidates, order, axis=1)
                 if shortlist < allowed:  # rows were left out: is the k-th kept one safely above them?
-                    last = top.values[:, -1].float().numpy()
+                    last = best[:, -1].float().numpy()
                     unsure.extend((start + np.flatnonzero(kept[:, -1] < last + ERROR_BOUND)).tolist())
         return scores, rows, np.array(unsure, dtype=np.int64)
 
 
-__all__ = ["Bf16FlatSearch", "CHUNK", "ERROR_BOUND", "SHORTLIST_EXTRA"]
+def top_rows(scores: Any, k: int) -> Tuple[Any, Any]:
+    """``torch.topk(scores, k, dim=1)``'s values and columns, found from the maxima of blocks of
+    :data:`BLOCK` columns: the ``k`` best of a row lie in the ``k`` blocks with the best maxima (any one
+    outside them has ``k`` block maxima at least as high), so only those blocks' columns are ranked. On
+    bf16 scores of 282 queries over 73,860 names: 20 ms against 30 ms. Where scores tie, the columns may be
+    other tied ones than ``topk``'s; the values are the same."""
+    import torch
+
+    rows, columns = scores.shape
+    whole = columns // BLOCK
+    if k * BLOCK * 4 > columns:  # few blocks: no gain
+        top = torch.topk(scores, k, dim=1)
+        return top.values, top.indices
+    maxima = scores[:, :whole * BLOCK].view(rows, whole, BLOCK).amax(dim=2)
+    if whole * BLOCK < columns:  # the last, shorter block
+        maxima = torch.cat([maxima, scores[:, whole * BLOCK:].amax(dim=1, keepdim=True)], dim=1)
+    best_blocks = torch.topk(maxima, k, dim=1).indices
+    inside = (best_blocks[:, :, None] * BLOCK + torch.arange(BLOCK)).reshape(rows, -1)
+    valid = inside < columns  # the last block's columns past the end
+    inside = torch.where(valid, inside, torch.zeros_like(inside))
+    values = torch.gather(scores, 1, inside).masked_fill_(~valid, float("-inf"))
+    top = torch.topk(values, k, dim=1)
+    return top.values, torch.gather(inside, 1, top.indices)
+
+
+__all__ = ["BLOCK", "Bf16FlatSearch", "CHUNK", "ERROR_BOUND", "SHORTLIST_EXTRA", "top_rows"]

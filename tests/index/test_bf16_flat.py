@@ -99,3 +99,21 @@ def test_crowded_names_still_get_the_exact_answer():
     np.testing.assert_allclose(scores, want_scores, atol=1e-5)
     for got, want, score in zip(rows, want_rows, want_scores):  # equal scores may come in another order
         assert set(got[score < score[-1] - 1e-5]) == set(want[score < score[-1] - 1e-5])
+
+
+@pytest.mark.parametrize("columns", [20_000, 20_032])  # a last block shorter than the others, and none
+def test_block_maxima_find_the_same_top_values_as_topk(columns):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    scores = torch.from_numpy(rng.standard_normal((40, columns)).astype(np.float32)).to(torch.bfloat16)  # many ties
+    scores[0, -1] = 10.0  # the best score in the last block
+    scores[1, :] = float("-inf")
+    scores[1, [5, 700, columns - 1]] = torch.tensor([1.0, 2.0, 3.0], dtype=torch.bfloat16)  # fewer finite than k
+    k = 20
+    assert k * bf16_flat.BLOCK * 4 <= columns  # the block path, not topk's fallback
+    values, found = bf16_flat.top_rows(scores, k)
+    expected = torch.topk(scores, k, dim=1).values
+    assert torch.equal(values, expected)
+    assert torch.equal(torch.gather(scores, 1, found), values)  # the columns hold those values
+    assert found[0, 0] == columns - 1 and found[1, :3].tolist() == [columns - 1, 700, 5]
+    assert all(len(set(row)) == k for i, row in enumerate(found.tolist()) if i != 1)  # no column twice

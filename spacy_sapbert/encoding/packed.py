@@ -1,0 +1,116 @@
+"""The native BERT's forward pass over many short texts without padding ("packed").
+
+A mention or a KB name is 3 to 25 word pieces. In a padded batch the linear layers, which do almost all
+of the arithmetic, multiply a (texts × longest text) block in small pieces, padding included. Here every
+real token of up to :data:`TOKENS_PER_PASS` tokens is one row of one matrix: the linear layers, layer
+norms and GELU run once over all of them, at the row count where a CPU's matrix multiply is efficient
+(a 384-wide bf16 layer on two AMX cores: about 470 GFLOP/s at 640 rows, 800 at 2,560). Only attention,
+the one step that mixes tokens, runs per group of texts of about the same length, padded within the
+group. The model and its outputs are those of :class:`~spacy_sapbert.encoding.bert.BertEncoder`'s
+padded pass, to float rounding (``tests/encoding/test_packed.py``).
+"""
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+TOKENS_PER_PASS = 4096
+"""Real tokens per packed pass (their states, in float32 and the feed-forward's 4× width, stay a few MB)."""
+
+
+def passes(lengths: np.ndarray, tokens: Optional[int] = None) -> List[np.ndarray]:
+    """The texts' positions, longest first, cut into passes of at most ``tokens`` tokens
+    (:data:`TOKENS_PER_PASS`; a single longer text makes a pass of its own)."""
+    tokens = tokens or TOKENS_PER_PASS
+    order = np.argsort(-lengths, kind="stable")
+    cuts, total = [0], 0
+    for position, length in enumerate(lengths[order].tolist()):
+        if total and total + length > tokens:
+            cuts.append(position)
+            total = 0
+        total += length
+    cuts.append(len(order))
+    return [order[a:b] for a, b in zip(cuts, cuts[1:]) if b > a]
+
+
+def padded_batches(lengths: np.ndarray, size: int) -> List[np.ndarray]:
+    """The texts' positions, longest first, ``size`` per padded batch (the ``transformers`` backend)."""
+    order = np.argsort(-lengths, kind="stable")
+    return [order[start:start + size] for start in range(0, len(order), size)]
+
+
+def _groups(lengths: np.ndarray, size: int, device: Any) -> List[Tuple[int, int, int, int, Any, Any]]:
+    """Attention groups of ``size`` consecutive texts: ``(first token, end token, texts, width, key mask,
+    positions of the real tokens in the padded block)``; mask and positions are None where the group's
+    texts all have one length (no padding)."""
+    import torch
+
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    groups = []
+    for start in range(0, len(lengths), size):
+        group = lengths[start:start + size]
+        width = int(group.max())
+        mask = where = None
+        if int(group.min()) != width:
+            grid = torch.from_numpy(np.arange(width)[None, :] < group[:, None]).to(device)
+            where = grid.reshape(-1).nonzero().squeeze(1)
+            mask = grid[:, None, None, :]
+        groups.append((int(offsets[start]), int(offsets[start + len(group)]), len(group), width, mask, where))
+    return groups
+
+
+def packed_states(model: Any, input_ids: Any, lengths: np.ndarray, group_size: int) -> Any:
+    """Last-layer states ``(tokens, hidden)`` of the texts whose word pieces ``input_ids`` holds end to
+    end (``lengths`` of them each, the texts sorted longest first so that a group pads little), as
+    ``model(...).last_hidden_state`` gives them row by row for the real tokens."""
+    import torch
+    from torch.nn.functional import scaled_dot_product_attention
+
+    device = input_ids.device
+    positions = torch.from_numpy(np.concatenate([np.arange(n) for n in lengths])).to(device)
+    embeddings = model.embeddings
+    words = embeddings.word_embeddings(input_ids).to(embeddings.position_embeddings.weight.dtype)
+    x = words + embeddings.token_type_embeddings.weight[0] + embeddings.position_embeddings(positions)
+    x = embeddings.LayerNorm(x)
+    width = x.shape[1]
+    heads = model.settings.num_attention_heads
+    groups = _groups(lengths, group_size, device)
+    # under autocast the three projections would each cast the same float32 states: cast them once
+    cast = torch.get_autocast_dtype("cpu") if device.type == "cpu" and torch.is_autocast_enabled("cpu") else None
+    for layer in model.encoder.layer:
+        attention = layer.attention.self
+        h = x if cast is None else x.to(cast)
+        projected = [attention.query(h), attention.key(h), attention.value(h)]
+        mixed = torch.empty_like(projected[0])
+        for first, end, texts, longest, mask, where in groups:
+            def split(t: Any) -> Any:
+                if where is None:
+                    block = t[first:end]
+                else:
+                    block = t.new_zeros(texts * longest, width)
+                    block[where] = t[first:end]
+                return block.view(texts, longest, heads, width // heads).transpose(1, 2)
+
+            out = scaled_dot_product_attention(*(split(t) for t in projected), attn_mask=mask)
+            out = out.transpose(1, 2).reshape(texts * longest, width)
+            mixed[first:end] = out if where is None else out[where]
+        x = layer.attention.output(mixed, x)
+        x = layer.output(layer.intermediate(x), x)
+    return x
+
+
+def pool_packed(states: Any, lengths: Sequence[int], pooling: str) -> Any:
+    """One vector per text from packed states, as :func:`~spacy_sapbert.encoding.pooling.pool` pools a
+    padded batch: the first token's state (``cls``) or the mean over the text's tokens (``mean``)."""
+    import torch
+
+    counts = torch.as_tensor(np.asarray(lengths), device=states.device)
+    if pooling == "cls":
+        return states[torch.cumsum(counts, 0) - counts]
+    segments = torch.repeat_interleave(torch.arange(len(counts), device=states.device), counts)
+    sums = torch.zeros(len(counts), states.shape[1], dtype=states.dtype, device=states.device)
+    return sums.index_add_(0, segments, states) / counts[:, None].to(states.dtype)
+
+
+__all__ = ["TOKENS_PER_PASS", "padded_batches", "pool_packed", "packed_states", "passes"]

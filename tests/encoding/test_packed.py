@@ -1,0 +1,54 @@
+"""The native encoder's packed pass (:mod:`spacy_sapbert.encoding.packed`): the padded pass's vectors without
+padding, whatever the passes and attention groups the texts fall into."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from spacy_sapbert.encoding import packed
+from spacy_sapbert.encoding.encoder import Encoder
+
+TEXTS = ["heart attack", "x", "", "breast cancer of the left side", "renal failure", "word " * 80,
+         "acute myocardial infarction with st elevation", "a", "BRCA1/2 (breast cancer 1) - [type II]"]
+
+
+def padded(encoder: Encoder, texts, batch_size: int, normalize: bool = True) -> np.ndarray:
+    """The same encoder's padded pass (what the transformers backend runs)."""
+    backend, encoder.backend = encoder.backend, "padded"
+    try:
+        return encoder.encode(texts, batch_size=batch_size, normalize=normalize)
+    finally:
+        encoder.backend = backend
+
+
+def test_passes_cut_at_the_token_budget_longest_first():
+    lengths = np.array([3, 9, 4, 12, 2, 5])
+    cut = packed.passes(lengths, tokens=12)
+    assert [p.tolist() for p in cut] == [[3], [1], [5, 2, 0], [4]]  # 12 | 9 | 5+4+3 | 2
+    assert sorted(np.concatenate(cut).tolist()) == list(range(6))
+    assert [p.tolist() for p in packed.passes(np.array([20, 1]), tokens=12)] == [[0], [1]]
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+@pytest.mark.parametrize("group", [1, 2, 64])
+def test_packed_equals_padded_in_float32(tiny_bert, pooling, group):
+    encoder = Encoder(tiny_bert, pooling=pooling, device="cpu", dtype="float32")
+    assert encoder.backend == "native"
+    np.testing.assert_allclose(encoder.encode(TEXTS, batch_size=group), padded(encoder, TEXTS, 3), atol=1e-5)
+    raw = encoder.encode(TEXTS, batch_size=group, normalize=False)  # the pooled vectors, unscaled
+    np.testing.assert_allclose(raw, padded(encoder, TEXTS, 3, normalize=False), atol=1e-5)
+
+
+def test_a_text_is_encoded_alone_whatever_shares_its_pass(tiny_bert, monkeypatch):
+    encoder = Encoder(tiny_bert, pooling="mean", device="cpu", dtype="float32")
+    alone = np.stack([encoder.encode([text])[0] for text in TEXTS])
+    monkeypatch.setattr(packed, "TOKENS_PER_PASS", 7)  # many passes, some of one text
+    np.testing.assert_allclose(encoder.encode(TEXTS, batch_size=2), alone, atol=1e-5)
+
+
+def test_real_minilm_in_bf16_is_close_to_the_padded_pass(minilm_path):
+    encoder = Encoder(minilm_path, device="cpu", dtype="bfloat16", half_linears=True)
+    assert encoder.autocast
+    texts = TEXTS * 20
+    ours, theirs = encoder.encode(texts), padded(encoder, texts, 64)
+    assert (ours * theirs).sum(axis=1).min() > 0.9999
