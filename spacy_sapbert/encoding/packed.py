@@ -3,8 +3,8 @@
 A mention or a KB name is 3 to 25 word pieces. In a padded batch the linear layers, which do almost all
 of the arithmetic, multiply a (texts × longest text) block in small pieces, padding included. Here every
 real token of up to :data:`TOKENS_PER_PASS` tokens is one row of one matrix: the linear layers, layer
-norms and GELU run once over all of them, at the row count where a CPU's matrix multiply is efficient
-(a 384-wide bf16 layer on two AMX cores: about 470 GFLOP/s at 640 rows, 800 at 2,560). Only attention,
+norms and GELU run once over all of them, with no padding and in fewer, larger multiplies (a 384-wide
+bf16 layer on two AMX cores: about 260 GFLOP/s at 256 rows, 470 at 640, 610 at 1,280). Only attention,
 the one step that mixes tokens, runs per group of texts of about the same length, padded within the
 group. The model and its outputs are those of :class:`~spacy_sapbert.encoding.bert.BertEncoder`'s
 padded pass, to float rounding (``tests/encoding/test_packed.py``).
@@ -15,8 +15,16 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-TOKENS_PER_PASS = 4096
-"""Real tokens per packed pass (their states, in float32 and the feed-forward's 4× width, stay a few MB)."""
+TOKENS_PER_PASS = 1024
+"""Real tokens per packed pass. Linking NCBI test's and BC5CDR dev's gold mentions took as long at 1,024,
+2,048 and 4,096 (within the run-to-run noise); the pipeline's peak over NCBI test was 14 MB higher at
+4,096 than at 1,024."""
+ROW_MULTIPLE = 256
+"""A pass's rows are padded to a multiple of this (the extra rows are in no text and no attention group).
+oneDNN builds and keeps a matrix-multiply kernel for each shape it sees (bf16 on a CPU): over 60 calls of
+20 to 400 short texts the default's encoder grew by 285 MB with passes of their exact row count, 135 MB
+at a multiple of 128, 106 MB at 256, and 184 MB with batches padded to their longest text (the padded
+pass, :func:`padded_batches`). At most 4 row counts up to :data:`TOKENS_PER_PASS`."""
 
 
 def passes(lengths: np.ndarray, tokens: Optional[int] = None) -> List[np.ndarray]:
@@ -73,7 +81,9 @@ def packed_states(model: Any, input_ids: Any, lengths: np.ndarray, group_size: i
     words = embeddings.word_embeddings(input_ids).to(embeddings.position_embeddings.weight.dtype)
     x = words + embeddings.token_type_embeddings.weight[0] + embeddings.position_embeddings(positions)
     x = embeddings.LayerNorm(x)
-    width = x.shape[1]
+    real, width = x.shape
+    rows = -(-real // ROW_MULTIPLE) * ROW_MULTIPLE
+    x = torch.cat([x, x.new_zeros(rows - real, width)]) if rows > real else x
     heads = model.settings.num_attention_heads
     groups = _groups(lengths, group_size, device)
     # under autocast the three projections would each cast the same float32 states: cast them once
@@ -83,6 +93,7 @@ def packed_states(model: Any, input_ids: Any, lengths: np.ndarray, group_size: i
         h = x if cast is None else x.to(cast)
         projected = [attention.query(h), attention.key(h), attention.value(h)]
         mixed = torch.empty_like(projected[0])
+        mixed[real:] = 0
         for first, end, texts, longest, mask, where in groups:
             def split(t: Any) -> Any:
                 if where is None:
@@ -97,7 +108,7 @@ def packed_states(model: Any, input_ids: Any, lengths: np.ndarray, group_size: i
             mixed[first:end] = out if where is None else out[where]
         x = layer.attention.output(mixed, x)
         x = layer.output(layer.intermediate(x), x)
-    return x
+    return x[:real]
 
 
 def pool_packed(states: Any, lengths: Sequence[int], pooling: str) -> Any:

@@ -38,6 +38,10 @@ names, 46 MB). Under glibc's largest mmap threshold (32 MB), so the next chunk a
 that memory instead of faulting in fresh pages (at 256 queries, 10-20 ms of a 60 ms search here)."""
 BLOCK = 64
 """Scores per block in :func:`top_rows`."""
+QUERY_MULTIPLE = 32
+"""A chunk's queries are padded with zero rows to a multiple of this: oneDNN keeps a kernel per shape it
+multiplies, and 40 searches of 1 to 128 queries over 73,860 names grew the process by 81 MB with their
+exact counts, 39 MB with this."""
 
 
 class Bf16FlatSearch:
@@ -73,7 +77,10 @@ class Bf16FlatSearch:
         with torch.inference_mode():
             for start in range(0, n, CHUNK):
                 chunk = queries[start:start + CHUNK]
-                approx = torch.from_numpy(chunk).to(torch.bfloat16) @ self._bf16.T
+                padded = -(-len(chunk) // QUERY_MULTIPLE) * QUERY_MULTIPLE
+                bf16 = torch.zeros(padded, chunk.shape[1], dtype=torch.bfloat16)
+                bf16[:len(chunk)] = torch.from_numpy(chunk)
+                approx = (bf16 @ self._bf16.T)[:len(chunk)]
                 if blocked is not None:
                     approx.masked_fill_(blocked, float("-inf"))
                 best, best_rows = top_rows(approx, shortlist)
@@ -114,4 +121,4 @@ def top_rows(scores: Any, k: int) -> Tuple[Any, Any]:
     return top.values, torch.gather(inside, 1, top.indices)
 
 
-__all__ = ["BLOCK", "Bf16FlatSearch", "CHUNK", "ERROR_BOUND", "SHORTLIST_EXTRA", "top_rows"]
+__all__ = ["BLOCK", "Bf16FlatSearch", "CHUNK", "ERROR_BOUND", "QUERY_MULTIPLE", "SHORTLIST_EXTRA", "top_rows"]

@@ -29,7 +29,6 @@ from typing import Dict, Iterable, List, Mapping, Sequence, Set, Tuple, Union
 from spacy.tokens import Doc, Span
 from spacy.util import filter_spans
 
-from spacy_sapbert.errors import InputError
 
 FILE_NAME = "grow_names.tsv.gz"
 MAX_TOKENS = 12

@@ -52,3 +52,18 @@ def test_real_minilm_in_bf16_is_close_to_the_padded_pass(minilm_path):
     texts = TEXTS * 20
     ours, theirs = encoder.encode(texts), padded(encoder, texts, 64)
     assert (ours * theirs).sum(axis=1).min() > 0.9999
+
+
+def test_linear_layers_see_row_counts_of_a_few_sizes(tiny_bert):
+    """oneDNN keeps a kernel per shape: a pass's rows come in multiples of ROW_MULTIPLE, whatever the texts."""
+    encoder = Encoder(tiny_bert, pooling="mean", device="cpu", dtype="float32")
+    seen = set()
+    hooks = [module.register_forward_hook(lambda m, args, out: seen.add(args[0].shape[0]))
+             for module in encoder.model.modules() if module.__class__.__name__ == "Linear"]
+    try:
+        for n in (1, 7, 40, 90):
+            encoder.encode([f"text {i} " * (1 + i % 5) for i in range(n)])
+    finally:
+        for hook in hooks:
+            hook.remove()
+    assert len(seen) > 1 and all(rows % packed.ROW_MULTIPLE == 0 for rows in seen)
