@@ -118,6 +118,8 @@ class _SelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         batch, length, width = x.shape
+        if x.device.type == "cpu" and torch.is_autocast_enabled("cpu"):  # one cast for the three projections
+            x = x.to(torch.get_autocast_dtype("cpu"))
 
         def heads(t: torch.Tensor) -> torch.Tensor:
             return t.view(batch, length, self.heads, width // self.heads).transpose(1, 2)

@@ -25,8 +25,8 @@ PAD_MULTIPLE = 64
 matrix multiplies (oneDNN) build and keep a kernel, with its own packed copy of the weights, for each
 shape they see; windows padded to their exact length gave every batch its own, and the embedded default's
 NER held about 85 MB more at its peak over NCBI test (bf16, 2 cores: 689 against 604 MB after the NER), and
-150 BC5CDR dev abstracts took 5.3-5.5 s against 4.7-5.1 s (fewer kernels built). (The linker's encoder keeps
-exact widths: :meth:`~spacy_sapbert.encoding.encoder.Encoder.encode` says why.)"""
+150 BC5CDR dev abstracts took 5.3-5.5 s against 4.7-5.1 s (fewer kernels built). (The linker's encoder packs
+its texts without padding and pads each pass's rows for the same reason: :data:`spacy_sapbert.encoding.packed.ROW_MULTIPLE`.)"""
 
 
 @dataclass
