@@ -264,7 +264,7 @@ class Encoder:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast):
             hidden = self.model(input_ids=input_ids.to(self.device),
                                 attention_mask=attention.to(self.device)).last_hidden_state.float()
-        return self._vectors(pool(hidden, attention.to(self.device), self.pooling), normalize)
+        return self._pooled_rows(pool(hidden, attention.to(self.device), self.pooling), normalize)
 
     def _forward_packed(self, ids: List[List[int]], group_size: int, normalize: bool) -> np.ndarray:
         """Vectors of texts sorted longest first, through the native model's packed pass
@@ -277,10 +277,10 @@ class Encoder:
         flat = torch.from_numpy(np.fromiter((t for text in ids for t in text), dtype=np.int64, count=int(lengths.sum())))
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast):
             states = packed_states(self.model, flat.to(self.device), lengths, group_size)
-        return self._vectors(pool_packed(states.float(), lengths, self.pooling), normalize)
+        return self._pooled_rows(pool_packed(states.float(), lengths, self.pooling), normalize)
 
     @staticmethod
-    def _vectors(pooled: Any, normalize: bool) -> np.ndarray:
+    def _pooled_rows(pooled: Any, normalize: bool) -> np.ndarray:
         import torch
 
         if normalize:
