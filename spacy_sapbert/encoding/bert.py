@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from spacy_sapbert.encoding.fast_tokenizer import TOKENIZER_FILE, FastTokenizer
+from spacy_sapbert.util.devices import cpu_autocast_dtype
 
 WEIGHTS_FILE = "model.safetensors"
 _PREFIXES = ("bert.", "model.")
@@ -118,8 +119,9 @@ class _SelfAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         batch, length, width = x.shape
-        if x.device.type == "cpu" and torch.is_autocast_enabled("cpu"):  # one cast for the three projections
-            x = x.to(torch.get_autocast_dtype("cpu"))
+        cast = cpu_autocast_dtype() if x.device.type == "cpu" else None
+        if cast is not None:  # one cast for the three projections, not one each
+            x = x.to(cast)
 
         def heads(t: torch.Tensor) -> torch.Tensor:
             return t.view(batch, length, self.heads, width // self.heads).transpose(1, 2)

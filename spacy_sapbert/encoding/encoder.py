@@ -34,7 +34,8 @@ PathLike = Union[str, Path]
 DEFAULT_MAX_LENGTH = 25
 DEFAULT_BATCH_SIZE = 64
 """Texts per padded batch (the ``transformers`` backend) or per attention group of a packed pass (the
-native one, :mod:`~spacy_sapbert.encoding.packed`, whose linear layers take every token of a pass at once).
+native one, :mod:`~spacy_sapbert.encoding.packed`, whose linear layers take every token of a pass at once:
+1,024 tokens on a CPU, ``batch_size × max_length`` on a GPU when that is more).
 Padded, on two CPU cores 32–64 short texts were fastest: mentions of BC5CDR dev linked against MEDIC
 encoded in 4.3–4.8 s at 32–64 and 10.2 s at 256, KB names at 595 names/s at 64 and 525 at 256; packed,
 groups of 32 to 256 of NCBI test's 404 mention texts were within the run-to-run noise. A GPU gains from
@@ -229,7 +230,7 @@ class Encoder:
         import torch
         from tqdm.auto import tqdm
 
-        from spacy_sapbert.encoding.packed import padded_batches, passes
+        from spacy_sapbert.encoding.packed import TOKENS_PER_PASS, padded_batches, passes
 
         texts = list(texts)
         if not texts:
@@ -242,7 +243,9 @@ class Encoder:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
         native = self.backend == "native"
-        batches = passes(lengths) if native else padded_batches(lengths, batch_size)
+        # a GPU fills larger passes: as many tokens as batch_size texts of max_length
+        tokens = None if self.device == "cpu" else max(TOKENS_PER_PASS, batch_size * self.max_length)
+        batches = passes(lengths, tokens) if native else padded_batches(lengths, batch_size)
         bar = tqdm(batches, desc="encoding", unit="batch", disable=not show_progress)
         forward = self._forward_packed if native else self._forward_padded
         with torch.inference_mode():

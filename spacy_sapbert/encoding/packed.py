@@ -15,16 +15,20 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from spacy_sapbert.util.devices import cpu_autocast_dtype
+
 TOKENS_PER_PASS = 1024
-"""Real tokens per packed pass. Linking NCBI test's and BC5CDR dev's gold mentions took as long at 1,024,
-2,048 and 4,096 (within the run-to-run noise); the pipeline's peak over NCBI test was 14 MB higher at
-4,096 than at 1,024."""
+"""Real tokens per packed pass on a CPU. Linking NCBI test's and BC5CDR dev's gold mentions took as long at
+1,024, 2,048 and 4,096 (within the run-to-run noise); the pipeline's peak over NCBI test was 14 MB higher at
+4,096 than at 1,024. A GPU takes ``batch_size × max_length`` when that is more (the encoder's choice)."""
 ROW_MULTIPLE = 256
-"""A pass's rows are padded to a multiple of this (the extra rows are in no text and no attention group).
-oneDNN builds and keeps a matrix-multiply kernel for each shape it sees (bf16 on a CPU): over 60 calls of
-20 to 400 short texts the default's encoder grew by 285 MB with passes of their exact row count, 135 MB
-at a multiple of 128, 106 MB at 256, and 184 MB with batches padded to their longest text (the padded
-pass, :func:`padded_batches`). At most 4 row counts up to :data:`TOKENS_PER_PASS`."""
+"""On a CPU a pass's rows are padded to a multiple of this, or, under it, to a power of two from
+:data:`SMALLEST_ROWS` (the extra rows are in no text and no attention group). oneDNN builds and keeps a
+matrix-multiply kernel for each shape it sees (bf16 on a CPU): over 60 calls of 20 to 400 short texts the
+default's encoder grew by 285 MB with passes of their exact row count, 135 MB at a multiple of 128, 106 MB
+at 256, and 184 MB with batches padded to their longest text (the padded pass, :func:`padded_batches`).
+So at most 7 row counts up to :data:`TOKENS_PER_PASS`, and a single short text costs 32 rows, not 256."""
+SMALLEST_ROWS = 32
 
 
 def passes(lengths: np.ndarray, tokens: Optional[int] = None) -> List[np.ndarray]:
@@ -48,6 +52,13 @@ def padded_batches(lengths: np.ndarray, size: int) -> List[np.ndarray]:
     return [order[start:start + size] for start in range(0, len(order), size)]
 
 
+def padded_rows(real: int) -> int:
+    """Rows a CPU pass of ``real`` tokens computes (:data:`ROW_MULTIPLE`)."""
+    if real > ROW_MULTIPLE:
+        return -(-real // ROW_MULTIPLE) * ROW_MULTIPLE
+    return max(SMALLEST_ROWS, 1 << max(real - 1, 0).bit_length())
+
+
 def _groups(lengths: np.ndarray, size: int, device: Any) -> List[Tuple[int, int, int, int, Any, Any]]:
     """Attention groups of ``size`` consecutive texts: ``(first token, end token, texts, width, key mask,
     positions of the real tokens in the padded block)``; mask and positions are None where the group's
@@ -60,10 +71,10 @@ def _groups(lengths: np.ndarray, size: int, device: Any) -> List[Tuple[int, int,
         group = lengths[start:start + size]
         width = int(group.max())
         mask = where = None
-        if int(group.min()) != width:
-            grid = torch.from_numpy(np.arange(width)[None, :] < group[:, None]).to(device)
-            where = grid.reshape(-1).nonzero().squeeze(1)
-            mask = grid[:, None, None, :]
+        if int(group.min()) != width:  # built on the host: no device round trip per group
+            grid = np.arange(width)[None, :] < group[:, None]
+            where = torch.from_numpy(np.flatnonzero(grid)).to(device)
+            mask = torch.from_numpy(grid).to(device)[:, None, None, :]
         groups.append((int(offsets[start]), int(offsets[start + len(group)]), len(group), width, mask, where))
     return groups
 
@@ -82,12 +93,12 @@ def packed_states(model: Any, input_ids: Any, lengths: np.ndarray, group_size: i
     x = words + embeddings.token_type_embeddings.weight[0] + embeddings.position_embeddings(positions)
     x = embeddings.LayerNorm(x)
     real, width = x.shape
-    rows = -(-real // ROW_MULTIPLE) * ROW_MULTIPLE
+    rows = padded_rows(real) if device.type == "cpu" else real
     x = torch.cat([x, x.new_zeros(rows - real, width)]) if rows > real else x
     heads = model.settings.num_attention_heads
     groups = _groups(lengths, group_size, device)
     # under autocast the three projections would each cast the same float32 states: cast them once
-    cast = torch.get_autocast_dtype("cpu") if device.type == "cpu" and torch.is_autocast_enabled("cpu") else None
+    cast = cpu_autocast_dtype() if device.type == "cpu" else None
     for layer in model.encoder.layer:
         attention = layer.attention.self
         h = x if cast is None else x.to(cast)
@@ -124,4 +135,5 @@ def pool_packed(states: Any, lengths: Sequence[int], pooling: str) -> Any:
     return sums.index_add_(0, segments, states) / counts[:, None].to(states.dtype)
 
 
-__all__ = ["TOKENS_PER_PASS", "padded_batches", "pool_packed", "packed_states", "passes"]
+__all__ = ["ROW_MULTIPLE", "SMALLEST_ROWS", "TOKENS_PER_PASS", "padded_batches", "padded_rows", "pool_packed",
+           "packed_states", "passes"]

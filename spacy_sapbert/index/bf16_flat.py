@@ -33,9 +33,11 @@ SHORTLIST_EXTRA = 32
 ERROR_BOUND = 3 * 2.0 ** -8 + 2.0 ** -12
 """How far a bf16 score can be from the float32 one (module docstring)."""
 CHUNK = 128
-"""Queries per matrix multiply: a chunk's bf16 scores over MEDIC's 73,860 names take 19 MB (over 180,068
-names, 46 MB). Under glibc's largest mmap threshold (32 MB), so the next chunk and the next search reuse
-that memory instead of faulting in fresh pages (at 256 queries, 10-20 ms of a 60 ms search here)."""
+"""Most queries per matrix multiply, fewer for a large index: a chunk's bf16 scores are kept under
+:data:`CHUNK_BYTES` (over MEDIC's 73,860 names 128 queries take 19 MB; over 180,068 names 64 take 23 MB)."""
+CHUNK_BYTES = 30 * 2 ** 20
+"""Under glibc's largest mmap threshold (32 MB), so the next chunk and the next search reuse the scores'
+memory instead of faulting in fresh pages (at 256 queries over MEDIC, 10-20 ms of a 60 ms search here)."""
 BLOCK = 64
 """Scores per block in :func:`top_rows`."""
 QUERY_MULTIPLE = 32
@@ -56,6 +58,8 @@ class Bf16FlatSearch:
         # FAISS's own float32 storage, read in place (the index is kept, so it stays valid)
         self._vectors = faiss.rev_swig_ptr(index.get_xb(), self.ntotal * index.d).reshape(self.ntotal, index.d)
         self._bf16 = torch.from_numpy(self._vectors).to(torch.bfloat16)
+        fits = CHUNK_BYTES // (2 * max(self.ntotal, 1)) // QUERY_MULTIPLE * QUERY_MULTIPLE
+        self.chunk = min(CHUNK, max(QUERY_MULTIPLE, fits))
 
     def search(self, queries: np.ndarray, k: int, mask: Optional[np.ndarray] = None
                ) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -75,8 +79,8 @@ class Bf16FlatSearch:
         blocked = None if mask is None else torch.from_numpy(~mask)
         unsure = []
         with torch.inference_mode():
-            for start in range(0, n, CHUNK):
-                chunk = queries[start:start + CHUNK]
+            for start in range(0, n, self.chunk):
+                chunk = queries[start:start + self.chunk]
                 padded = -(-len(chunk) // QUERY_MULTIPLE) * QUERY_MULTIPLE
                 bf16 = torch.zeros(padded, chunk.shape[1], dtype=torch.bfloat16)
                 bf16[:len(chunk)] = torch.from_numpy(chunk)
@@ -101,7 +105,8 @@ def top_rows(scores: Any, k: int) -> Tuple[Any, Any]:
     :data:`BLOCK` columns: the ``k`` best of a row lie in the ``k`` blocks with the best maxima (any one
     outside them has ``k`` block maxima at least as high), so only those blocks' columns are ranked. On
     bf16 scores of 282 queries over 73,860 names: 20 ms against 30 ms. Where scores tie, the columns may be
-    other tied ones than ``topk``'s; the values are the same."""
+    other tied ones than ``topk``'s; the values are the same. In a row with fewer than ``k`` finite scores a
+    ``-inf`` may stand for no column at all: its column is then -1."""
     import torch
 
     rows, columns = scores.shape
@@ -118,7 +123,9 @@ def top_rows(scores: Any, k: int) -> Tuple[Any, Any]:
     inside = torch.where(valid, inside, torch.zeros_like(inside))
     values = torch.gather(scores, 1, inside).masked_fill_(~valid, float("-inf"))
     top = torch.topk(values, k, dim=1)
-    return top.values, torch.gather(inside, 1, top.indices)
+    columns = torch.gather(inside, 1, top.indices)
+    return top.values, torch.where(torch.gather(valid, 1, top.indices), columns, -1)
 
 
-__all__ = ["BLOCK", "Bf16FlatSearch", "CHUNK", "ERROR_BOUND", "QUERY_MULTIPLE", "SHORTLIST_EXTRA", "top_rows"]
+__all__ = ["BLOCK", "Bf16FlatSearch", "CHUNK", "CHUNK_BYTES", "ERROR_BOUND", "QUERY_MULTIPLE", "SHORTLIST_EXTRA",
+           "top_rows"]

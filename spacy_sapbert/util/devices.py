@@ -9,7 +9,7 @@ importing the package stays fast.
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Any, Optional
 
 from spacy_sapbert.errors import InputError
 
@@ -62,6 +62,19 @@ def cpu_has_native_bf16() -> bool:
 
     probes = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
     return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in probes)
+
+
+def cpu_autocast_dtype() -> Any:
+    """The torch dtype CPU autocast computes in when it is on here, else None. torch 2.4 and later name the
+    device (``is_autocast_enabled("cpu")``); earlier versions, which ``setup.py`` allows, have CPU-only
+    functions instead."""
+    import torch
+
+    try:
+        enabled = torch.is_autocast_enabled("cpu")
+    except TypeError:  # torch < 2.4
+        return torch.get_autocast_cpu_dtype() if torch.is_autocast_cpu_enabled() else None
+    return torch.get_autocast_dtype("cpu") if enabled else None
 
 
 def auto_precision(device: str) -> str:
