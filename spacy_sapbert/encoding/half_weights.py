@@ -35,9 +35,17 @@ def half_linear_weights(model: nn.Module, dtype: Optional[str]) -> Dict[str, tor
     return {f"{name}.weight": target for name, module in model.named_modules() if isinstance(module, nn.Linear)}
 
 
+def read_as(tensor: torch.Tensor, half: Optional[torch.dtype] = None) -> torch.Tensor:
+    """A weight file's tensor in the precision a loaded model keeps it: ``half`` for a linear layer's weight
+    that :func:`half_linear_weights` names, float32 for any other floating tensor, integers as stored."""
+    if half is not None:
+        return tensor.to(half)
+    return tensor.float() if tensor.is_floating_point() else tensor
+
+
 def has_half_linears(model: nn.Module) -> bool:
     """Whether some linear layer of ``model`` holds half-precision weights (:func:`half_linear_weights`)."""
     return any(isinstance(m, nn.Linear) and m.weight.dtype in (torch.bfloat16, torch.float16) for m in model.modules())
 
 
-__all__ = ["WORD_EMBEDDINGS", "half_linear_weights", "has_half_linears"]
+__all__ = ["WORD_EMBEDDINGS", "half_linear_weights", "has_half_linears", "read_as"]

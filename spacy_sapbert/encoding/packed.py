@@ -11,7 +11,7 @@ padded pass, to float rounding (``tests/encoding/test_packed.py``).
 """
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Tuple
 
 import numpy as np
 
@@ -122,18 +122,5 @@ def packed_states(model: Any, input_ids: Any, lengths: np.ndarray, group_size: i
     return x[:real]
 
 
-def pool_packed(states: Any, lengths: Sequence[int], pooling: str) -> Any:
-    """One vector per text from packed states, as :func:`~spacy_sapbert.encoding.pooling.pool` pools a
-    padded batch: the first token's state (``cls``) or the mean over the text's tokens (``mean``)."""
-    import torch
-
-    counts = torch.as_tensor(np.asarray(lengths), device=states.device)
-    if pooling == "cls":
-        return states[torch.cumsum(counts, 0) - counts]
-    segments = torch.repeat_interleave(torch.arange(len(counts), device=states.device), counts)
-    sums = torch.zeros(len(counts), states.shape[1], dtype=states.dtype, device=states.device)
-    return sums.index_add_(0, segments, states) / counts[:, None].to(states.dtype)
-
-
-__all__ = ["ROW_MULTIPLE", "SMALLEST_ROWS", "TOKENS_PER_PASS", "padded_batches", "padded_rows", "pool_packed",
-           "packed_states", "passes"]
+__all__ = ["ROW_MULTIPLE", "SMALLEST_ROWS", "TOKENS_PER_PASS", "padded_batches", "padded_rows", "packed_states",
+           "passes"]

@@ -6,7 +6,7 @@ indexed with another; the trainer and the :class:`~spacy_sapbert.encoding.encode
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 from spacy_sapbert.errors import InputError
 
@@ -30,3 +30,16 @@ def pool(last_hidden_state: Any, attention_mask: Any, pooling: str) -> Any:
         return last_hidden_state[:, 0]
     weights = attention_mask.unsqueeze(-1).to(last_hidden_state.dtype)
     return (last_hidden_state * weights).sum(1) / weights.sum(1).clamp(min=1.0)
+
+
+def pool_packed(states: Any, lengths: Sequence[int], pooling: str) -> Any:
+    """:func:`pool` of texts whose states lie end to end, ``lengths`` rows each, without padding
+    (:mod:`~spacy_sapbert.encoding.packed`)."""
+    import torch
+
+    counts = torch.as_tensor(lengths, device=states.device)
+    if pooling == "cls":
+        return states[torch.cumsum(counts, 0) - counts]
+    segments = torch.repeat_interleave(torch.arange(len(counts), device=states.device), counts)
+    sums = torch.zeros(len(counts), states.shape[1], dtype=states.dtype, device=states.device)
+    return sums.index_add_(0, segments, states) / counts[:, None].to(states.dtype)

@@ -24,7 +24,7 @@ from torch import nn
 from spacy_sapbert.encoding import bert
 from spacy_sapbert.encoding.fast_tokenizer import TOKENIZER_FILE, FastTokenizer
 from spacy_sapbert.encoding.folder_check import check_model_folder
-from spacy_sapbert.encoding.half_weights import WORD_EMBEDDINGS, half_linear_weights
+from spacy_sapbert.encoding.half_weights import WORD_EMBEDDINGS, half_linear_weights, read_as
 from spacy_sapbert.ner.windows import Window
 
 PathLike = Union[str, Path]
@@ -150,11 +150,7 @@ def load(folder: PathLike, word_embeddings: Optional[torch.Tensor] = None, table
     state = {}
     for name, tensor in tensors.items():
         key = name if name.startswith(("gazetteer_embed.", "head.")) else f"encoder.{name}"
-        if key in half:
-            tensor = tensor.to(half[key])
-        elif tensor.is_floating_point():
-            tensor = tensor.float()
-        state[key] = tensor
+        state[key] = read_as(tensor, half.get(key))
     shared = settings.get(SHARED_KEY)
     if shared is not None:
         if word_embeddings is None or not table_checked and table_digest(word_embeddings) != shared["sha256"]:
