@@ -170,7 +170,10 @@ class NameIndex:
             return np.zeros((0, k), dtype=np.float32), np.zeros((0, k), dtype=np.int64)
         params = self.manifest.get("params", {})
         rerank = int(params.get("rerank", 0)) if self.rerank_vectors is not None else 0
-        depth, searched = max(k, rerank), self._searcher()
+        depth = max(k, rerank)
+        # a filtered search of any kind but flat goes through the row filter's own structures: the whole
+        # index's searcher (for PQ a fast-scan copy of every code, 12 MB for the default) is not made for it
+        searched = self._searcher() if rows is None or self.kind == "flat" else self.index
         if isinstance(searched, Bf16FlatSearch):  # the queries its bound leaves unsure: FAISS's float32 search
             scores, found, unsure = searched.search(vectors, depth, None if rows is None else rows.mask)
             if len(unsure):

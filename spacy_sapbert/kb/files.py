@@ -12,7 +12,7 @@ import gzip
 import io
 import json
 from pathlib import Path
-from typing import Iterable, Iterator, Tuple, Union
+from typing import Iterable, Iterator, Optional, Tuple, Union
 
 import orjson
 
@@ -60,14 +60,21 @@ def kb_name_of(path: Path) -> str:
     return name
 
 
-def read_records(path: Path) -> Iterator[Tuple[int, object]]:
-    """(line number, parsed JSON) for each record of a KB file, unchecked (:func:`read_concepts` checks them)."""
+def read_bytes(path: Path) -> bytes:
+    """A KB file's bytes, decompressed when it is gzip data (whatever its name)."""
     raw = path.read_bytes()
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
         except (OSError, EOFError) as err:
             raise InputError(f"corrupt gzip data ({err})", path) from err
+    return raw
+
+
+def read_records(path: Path, raw: Optional[bytes] = None) -> Iterator[Tuple[int, object]]:
+    """(line number, parsed JSON) for each record of a KB file (``raw``: its bytes, when read already),
+    unchecked (:func:`read_concepts` checks them)."""
+    raw = read_bytes(path) if raw is None else raw
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -119,4 +126,5 @@ def concept_from_record(record: object, path: Path, line: int) -> Concept:
     )
 
 
-__all__ = ["KB_FIELDS", "concept_from_record", "kb_name_of", "read_concepts", "read_records", "write_jsonl"]
+__all__ = ["KB_FIELDS", "concept_from_record", "kb_name_of", "read_bytes", "read_concepts", "read_records",
+           "write_jsonl"]

@@ -18,13 +18,14 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Dict, FrozenSet, Iterable, Iterator, List, Mapping, Optional, Tuple, Union
 
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb.concept import ID_SEPARATOR, Concept, id_problem, merge_concepts, ordered_union
-from spacy_sapbert.kb.files import KB_FIELDS, kb_name_of, read_concepts, read_records, write_jsonl
+from spacy_sapbert.kb.files import KB_FIELDS, kb_name_of, read_bytes, read_concepts, read_records, write_jsonl
 from spacy_sapbert.kb.ids import normalize_curie
 from spacy_sapbert.kb.normalize import normalize
+from spacy_sapbert.kb.stored import StoredConcepts
 from spacy_sapbert.util.gc_pause import gc_paused
 
 logger = logging.getLogger(__name__)
@@ -64,7 +65,8 @@ class KnowledgeBase:
 
     def __init__(self, concepts: Iterable[Concept] = (), name: str = "") -> None:
         self.name = name
-        self._concepts: Dict[str, Concept] = {}
+        self._concepts: Mapping[str, Concept] = {}
+        """A dict; a KB read from its own file keeps :class:`StoredConcepts` until something is added."""
         self._id_to_concept: Dict[str, str] = {}
         self._alias_index: Optional[Dict[str, List[str]]] = None
         self._fingerprint: Optional[str] = None
@@ -86,6 +88,8 @@ class KnowledgeBase:
     def _insert(self, concept: Concept) -> None:
         """:meth:`add` without its checks, for concepts checked already (a KB file's records, by
         :func:`~spacy_sapbert.kb.files.concept_from_record`: the same ID and name rules)."""
+        if not isinstance(self._concepts, dict):
+            self._concepts = dict(self._concepts.items())
         existing = self._concepts.get(concept.concept_id)
         if existing is None:
             concept = Concept(
@@ -120,12 +124,26 @@ class KnowledgeBase:
     def get(self, concept_id: str) -> Optional[Concept]:
         return self._concepts.get(concept_id)
 
+    def types_of(self, concept_id: str) -> Optional[Tuple[str, ...]]:
+        """The types of the concept whose ``concept_id`` this is (None: no such concept); for a KB read
+        from its own file, without reading the concept's record."""
+        if isinstance(self._concepts, StoredConcepts):
+            return self._concepts.types_of(concept_id)
+        concept = self._concepts.get(concept_id)
+        return None if concept is None else tuple(concept.types)
+
+    def all_types(self) -> FrozenSet[str]:
+        """Every type some concept has."""
+        if isinstance(self._concepts, StoredConcepts):
+            return self._concepts.all_types()
+        return frozenset(t for concept in self._concepts.values() for t in concept.types)
+
     def add_former_id(self, former_id: str, concept_id: str) -> bool:
         """Let :meth:`resolve` find ``concept_id``'s concept by ``former_id``, an identifier another
         version of the vocabulary gave it (BC5CDR's annotations name MeSH 2015 supplementary
         records that MeSH 2024 has as descriptors). Not saved, not in the fingerprint: names and
         rows do not change. An ID the KB already resolves is left alone (False)."""
-        if concept_id not in self._concepts or self.resolve(former_id) is not None:
+        if concept_id not in self._concepts or self.resolve_id(former_id) is not None:
             return False
         self._id_to_concept[former_id] = concept_id
         return True
@@ -138,34 +156,36 @@ class KnowledgeBase:
         looked up as written, then in the canonical spelling of
         :func:`~spacy_sapbert.kb.ids.normalize_curie` (``MESH:D012174`` → ``D012174``).
         """
+        owner = self.resolve_id(any_id)
+        return None if owner is None else self._concepts[owner]
+
+    def resolve_id(self, any_id: str) -> Optional[str]:
+        """The ``concept_id`` of the concept :meth:`resolve` finds, without reading its record."""
         if not isinstance(any_id, str):
             return None
         candidates = [any_id]
         if ID_SEPARATOR in any_id:
             candidates.extend(any_id.split(ID_SEPARATOR))
         for candidate in candidates:
-            concept = self._resolve_one(candidate.strip())
-            if concept is not None:
-                return concept
+            owner = self._resolve_one(candidate.strip())
+            if owner is not None:
+                return owner
         return None
 
-    def _resolve_one(self, cid: str) -> Optional[Concept]:
+    def _resolve_one(self, cid: str) -> Optional[str]:
         if not cid:
             return None
-        found = self._by_key(cid)
+        found = self._owner(cid)
         if found is None:  # the canonical spelling only when the ID as written is unknown (most are known)
             key = _canonical_id(cid)
             if key is not None and key != cid:
-                found = self._by_key(key)
+                found = self._owner(key)
         return found
 
-    def _by_key(self, key: str) -> Optional[Concept]:
-        concept = self._concepts.get(key)  # a concept whose whole ID this is wins over one that lists it
-        if concept is None:
-            owner = self._id_to_concept.get(key)
-            if owner is not None:
-                concept = self._concepts[owner]
-        return concept
+    def _owner(self, key: str) -> Optional[str]:
+        if key in self._concepts:  # a concept whose whole ID this is wins over one that lists it
+            return key
+        return self._id_to_concept.get(key)
 
     @property
     def alias_to_concepts(self) -> Dict[str, List[str]]:
@@ -217,9 +237,20 @@ class KnowledgeBase:
         are, with the fingerprint recorded for them. Any other file goes through :meth:`from_jsonl`."""
         path = Path(path)
         kb = cls(name=name if name is not None else kb_name_of(path))
+        raw = read_bytes(path)
+        stored = StoredConcepts.parse(raw)
+        if stored is not None:  # records read when asked for; an ID is found by its own key first (_owner)
+            kb._concepts = stored
+            for concept_id in stored:  # the first concept that lists an ID keeps it, as _insert does
+                if ID_SEPARATOR in concept_id:
+                    for cid in concept_id.split(ID_SEPARATOR):
+                        kb._id_to_concept.setdefault(cid, concept_id)
+            kb._fingerprint = fingerprint
+            return kb
         concepts, id_to_concept = kb._concepts, kb._id_to_concept
+        assert isinstance(concepts, dict)
         with gc_paused():
-            for _, record in read_records(path):
+            for _, record in read_records(path, raw):
                 concept_id = record["concept_id"]
                 concepts[concept_id] = Concept(concept_id, record["canonical_name"], record["aliases"], record["types"],
                                                record["definition"])

@@ -72,7 +72,7 @@ class AnnotatedNames:
         for key, ids in self.names.items():
             named = set(kb.alias_to_concepts.get(key, ()))
             for any_id in ids:
-                if kb.resolve(any_id) is None:
+                if kb.resolve_id(any_id) is None:
                     owners.setdefault(any_id, set()).update(named or {""})
         self.former_ids = {old: next(iter(c)) for old, c in sorted(owners.items()) if len(c) == 1 and "" not in c}
         return self.former_ids
@@ -87,11 +87,11 @@ class AnnotatedNames:
         for key, ids in self.names.items():
             votes: Counter = Counter()
             for any_id, count in ids.items():
-                concept = kb.resolve(any_id)
-                if concept is None:
+                owner = kb.resolve_id(any_id)
+                if owner is None:
                     dropped += count
                     continue
-                votes[concept.concept_id] += count
+                votes[owner] += count
             ranked = votes.most_common(2)
             if not ranked:
                 continue
@@ -100,7 +100,7 @@ class AnnotatedNames:
                 continue
             concept_id, count = ranked[0]
             total = sum(ids.values())
-            decided[key] = (concept_id, (count + 1) / (total + 2), frozenset(kb.resolve(concept_id).types))
+            decided[key] = (concept_id, (count + 1) / (total + 2), frozenset(kb.types_of(concept_id) or ()))
         if dropped or ties:
             logger.info("annotated names: %d wordings decide a concept of %s; %d annotations name IDs it lacks, "
                         "%d wordings are tied", len(decided), kb.name, dropped, ties)

@@ -42,7 +42,7 @@ def as_type_set(types: Any, position: int) -> Optional[TypeSet]:
 
 def kb_types(kb: KnowledgeBase) -> FrozenSet[str]:
     """Every type some concept of ``kb`` has."""
-    return frozenset(t for concept in kb for t in concept.types)
+    return kb.all_types()
 
 
 class TypeFilters:
@@ -59,8 +59,8 @@ class TypeFilters:
         found = self._filters.get(types)
         if found is None:
             def allowed(concept_id: str) -> bool:
-                concept = self.kb.get(concept_id)
-                return concept is not None and not types.isdisjoint(concept.types)
+                found = self.kb.types_of(concept_id)
+                return found is not None and not types.isdisjoint(found)
 
             found = RowFilter(self.index.row_mask(allowed))
             if found.count == 0:
