@@ -412,3 +412,19 @@ def test_a_flat_index_searched_in_bf16_gives_the_float32_answers(flat, encoder):
     assert isinstance(on._searcher(), Bf16FlatSearch) and off._searcher() is flat.index
     on.bf16_search = False
     assert on._searcher() is flat.index
+
+
+def test_a_filtered_pq_search_makes_no_searcher_of_the_whole_index(encoder):
+    """Each type set's rows have a fast-scan copy of their own codes (RowFilter.pq_codes); one of every code,
+    for unfiltered searches, is not made until such a search comes (12 MB for the embedded default)."""
+    from spacy_sapbert.index.name_index import RowFilter
+
+    index = NameIndex.build(small_kb(), encoder, kind="pq", show_progress=False, pq_m=4, pq_bits=4)
+    queries = encoder.encode(["heart attack", "kidney failure"])
+    rows = RowFilter(np.array([cid != "D009203" for cid in index.concept_ids]))
+    first = index.search(queries, k=3, rows=rows)
+    assert index._made_searcher is None
+    index.search(queries, k=3)
+    assert index._made_searcher is not None
+    for a, b in zip(index.search(queries, k=3, rows=rows), first):
+        np.testing.assert_array_equal(a, b)
