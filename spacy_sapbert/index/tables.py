@@ -9,7 +9,7 @@ and one row per concept.
 """
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -39,6 +39,38 @@ def tables_of(names: List[str], concept_ids: List[str]) -> Tables:
     rows = np.array([(name_number[n], concept_number[c]) for n, c in zip(names, concept_ids)],
                     dtype=np.int32).reshape(-1, 2)
     return unique_names, concepts, rows
+
+
+class RowValues(Sequence[str]):
+    """Each row's name (or concept ID), read through its number in the table of distinct values: what a list
+    with an entry per row holds, without one (two such lists of the default's 180,068 rows: 2.9 MB, 0.03 s of
+    its load). Equal to a list or tuple of the same values."""
+
+    __slots__ = ("_values", "_numbers")
+
+    def __init__(self, values: Sequence[str], numbers: np.ndarray) -> None:
+        self._values, self._numbers = values, numbers
+
+    def __len__(self) -> int:
+        return len(self._numbers)
+
+    def __getitem__(self, row):  # type: ignore[override]
+        if isinstance(row, slice):
+            return [self._values[n] for n in self._numbers[row].tolist()]
+        return self._values[self._numbers[row]]
+
+    def __iter__(self) -> Iterator[str]:
+        return map(self._values.__getitem__, self._numbers.tolist())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, tuple, RowValues)):
+            return len(self) == len(other) and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"RowValues({len(self)} rows, {len(self._values)} distinct)"
 
 
 class NameRows:

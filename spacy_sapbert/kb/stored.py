@@ -63,7 +63,7 @@ class StoredConcepts(Mapping[str, Concept]):
         return self._concept(self._row[concept_id])
 
     def get(self, concept_id: str, default: Optional[Concept] = None) -> Optional[Concept]:  # type: ignore[override]
-        row = self._row.get(concept_id)  # most lookups of IDs miss (resolve tries the whole ID first): no exception
+        row = self._row.get(concept_id)  # a miss raises no exception (Mapping.get catches a KeyError)
         return default if row is None else self._concept(row)
 
     def __contains__(self, concept_id: object) -> bool:

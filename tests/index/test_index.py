@@ -428,3 +428,19 @@ def test_a_filtered_pq_search_makes_no_searcher_of_the_whole_index(encoder):
     assert index._made_searcher is not None
     for a, b in zip(index.search(queries, k=3, rows=rows), first):
         np.testing.assert_array_equal(a, b)
+
+
+def test_row_values_read_each_rows_value_through_its_number():
+    """A loaded index keeps its names and concept IDs as numbers into its tables (RowValues), not a list per
+    row; they must read as the lists they stand for."""
+    from spacy_sapbert.index.tables import RowValues
+
+    values = RowValues(["heart attack", "ms"], np.array([1, 0, 0, 1], dtype=np.int32))
+    as_list = ["ms", "heart attack", "heart attack", "ms"]
+    assert len(values) == 4 and list(values) == as_list and values[-1] == "ms" and values[1:3] == as_list[1:3]
+    assert values == as_list and as_list == values and values == tuple(as_list) and values != as_list[:3]
+    assert values != ["ms"] * 4 and (values == "ms") is False
+    with pytest.raises(TypeError):
+        hash(values)
+    with pytest.raises(IndexError):
+        values[4]
