@@ -59,12 +59,15 @@ def test_folders_with_the_same_file_share_one_tokenizer_whose_settings_calls_lea
     assert linker._tokenizer.truncation is None and linker._tokenizer.padding is None
 
 
-def test_another_file_is_another_tokenizer_and_an_unused_one_is_freed(minilm_path: Path, tiny_bert: Path) -> None:
+def test_another_file_is_another_tokenizer_and_an_unused_one_is_freed(minilm_path: Path, tiny_bert: Path,
+                                                                       tmp_path: Path) -> None:
     import gc
     import weakref
 
     first = FastTokenizer(minilm_path, None)
-    other = FastTokenizer(tiny_bert, None)
+    # bytes no other test's tokenizer has (one that holds tiny_bert's would keep that one alive)
+    (tmp_path / TOKENIZER_FILE).write_bytes((tiny_bert / TOKENIZER_FILE).read_bytes() + b"\n")
+    other = FastTokenizer(tmp_path, None)
     assert first._tokenizer is not other._tokenizer
     holder = weakref.ref(other._shared)
     del other
