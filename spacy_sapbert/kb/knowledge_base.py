@@ -88,8 +88,8 @@ class KnowledgeBase:
     def _insert(self, concept: Concept) -> None:
         """:meth:`add` without its checks, for concepts checked already (a KB file's records, by
         :func:`~spacy_sapbert.kb.files.concept_from_record`: the same ID and name rules)."""
-        if not isinstance(self._concepts, dict):
-            self._concepts = dict(self._concepts.items())
+        if not isinstance(self._concepts, dict):  # its own dicts: a copy of the KB made before this is left as it was
+            self._concepts, self._id_to_concept = dict(self._concepts.items()), dict(self._id_to_concept)
         existing = self._concepts.get(concept.concept_id)
         if existing is None:
             concept = Concept(

@@ -52,6 +52,16 @@ def test_adding_to_a_stored_kb_parses_it_first(tmp_path: Path) -> None:
     assert stored.types_of("D000082") == ("Chemical", "Drug") and stored.fingerprint() == built.fingerprint()
 
 
+def test_adding_to_a_copy_of_a_stored_kb_leaves_the_original_as_it_was(tmp_path: Path) -> None:
+    import copy
+
+    _, stored = _saved(tmp_path)
+    duplicate = copy.copy(stored)
+    duplicate.add(Concept("D000001|OMIM:999", "Calcimycin", [], ["Chemical"]))
+    assert duplicate.resolve("OMIM:999").concept_id == "D000001|OMIM:999"
+    assert stored.resolve("OMIM:999") is None and stored.resolve_id("D000001") is None
+
+
 @pytest.mark.parametrize("change", ["key order", "escaped id", "no final newline", "two records on a line"])
 def test_a_file_not_as_this_project_writes_it_is_parsed_record_by_record(tmp_path: Path, change: str) -> None:
     records = [c.to_dict() for c in CONCEPTS]
