@@ -44,12 +44,10 @@ class StoredConcepts(Mapping[str, Concept]):
         if not text.endswith(b"\n"):
             return None
         matches = list(_LINE.finditer(text))
-        if len(matches) != text.count(b"\n"):
-            return None
         starts = np.fromiter((m.start() for m in matches), dtype=np.int64, count=len(matches))
         ends = np.flatnonzero(np.frombuffer(text, dtype=np.uint8) == 10) + 1
-        if len(matches) and not np.array_equal(starts[1:], ends[:-1]):
-            return None  # a match that is not at the start of a line after all
+        if not np.array_equal(starts, np.concatenate(([0], ends[:-1]))):
+            return None  # not one record at the start of each line and nothing else
         ids = [m.group(1).decode("utf-8") for m in matches]
         stored = cls(text, ids, np.append(starts, len(text)))
         return stored if len(stored._row) == len(ids) else None

@@ -30,7 +30,7 @@ from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.kb.normalize import normalize
 from spacy_sapbert.linking.calibration import Calibration
 from spacy_sapbert.linking.settings import DEFAULT_CACHE_SIZE, DEFAULT_K, DEFAULT_MAX_ENTITIES, LinkerSettings
-from spacy_sapbert.linking.type_filter import TypeFilters, TypeSet, as_type_set, kb_types, label_type_sets, types_of_labels
+from spacy_sapbert.linking.type_filter import TypeFilters, TypeSet, as_type_set, label_type_sets, types_of_labels
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +147,7 @@ class Linker:
         asks when it loads its linker and when the setting changes."""
         if self._label_types is None:
             mapping = self._settings.label_to_types
-            self._label_types = {} if mapping is None else label_type_sets(mapping, kb_types(self.kb), self.kb.name)
+            self._label_types = {} if mapping is None else label_type_sets(mapping, self.kb.all_types(), self.kb.name)
         return self._label_types
 
     # -- linking ------------------------------------------------------------------

@@ -40,11 +40,6 @@ def as_type_set(types: Any, position: int) -> Optional[TypeSet]:
     return found
 
 
-def kb_types(kb: KnowledgeBase) -> FrozenSet[str]:
-    """Every type some concept of ``kb`` has."""
-    return kb.all_types()
-
-
 class TypeFilters:
     """The :class:`RowFilter` of each type set over one index's rows, each built once (a pass
     over the KB's concepts and a mask over the rows) and kept: a pipe sees a handful of type
@@ -65,7 +60,7 @@ class TypeFilters:
             found = RowFilter(self.index.row_mask(allowed))
             if found.count == 0:
                 logger.warning("no concept of KB %r has any of the types %s (its types: %s): mentions restricted "
-                               "to them get no candidates", self.kb.name, sorted(types), sorted(kb_types(self.kb)))
+                               "to them get no candidates", self.kb.name, sorted(types), sorted(self.kb.all_types()))
             self._filters[types] = found
         return found
 
@@ -103,4 +98,4 @@ def types_of_labels(labels: Sequence[str], type_sets: Mapping[str, TypeSet]) -> 
     return [type_sets.get(label) for label in labels]
 
 
-__all__ = ["TypeFilters", "TypeSet", "as_type_set", "kb_types", "label_type_sets", "types_of_labels"]
+__all__ = ["TypeFilters", "TypeSet", "as_type_set", "label_type_sets", "types_of_labels"]

@@ -62,12 +62,15 @@ def test_adding_to_a_copy_of_a_stored_kb_leaves_the_original_as_it_was(tmp_path:
     assert stored.resolve("OMIM:999") is None and stored.resolve_id("D000001") is None
 
 
-@pytest.mark.parametrize("change", ["key order", "escaped id", "no final newline", "two records on a line"])
+@pytest.mark.parametrize("change", ["key order", "escaped id", "no final newline", "two records on a line",
+                                    "space before the first record"])
 def test_a_file_not_as_this_project_writes_it_is_parsed_record_by_record(tmp_path: Path, change: str) -> None:
     records = [c.to_dict() for c in CONCEPTS]
     lines = [json.dumps(r, ensure_ascii=False) for r in records]
     if change == "key order":
         lines[1] = json.dumps(dict(reversed(list(records[1].items()))))
+    elif change == "space before the first record":
+        lines[0] = " " + lines[0]
     elif change == "escaped id":
         lines[1] = lines[1].replace('"D000082"', '"D00008\\u0032"')
     text = "\n".join(lines) + ("" if change == "no final newline" else "\n")
