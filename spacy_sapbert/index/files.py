@@ -16,12 +16,13 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, Optional, Sequence, Union
 
 import numpy as np
 
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.index.kinds import faiss_module
+from spacy_sapbert.index.packed_strings import as_list, json_string_list
 from spacy_sapbert.index.refine import REFINE_FILE
 from spacy_sapbert.util.atomic import atomic_dir, check_replaceable, remove_stale_temps
 from spacy_sapbert.util.jsonfile import read_json_object
@@ -41,8 +42,8 @@ class IndexFiles:
     """What an index folder holds, read and checked against itself (not against a model or KB)."""
 
     faiss_index: Any
-    unique_names: List[str]
-    concepts: List[str]
+    unique_names: Sequence[str]
+    concepts: Sequence[str]
     rows: np.ndarray
     """int32 (rows, 2): FAISS row → (name number, concept number)"""
     manifest: Dict[str, Any]
@@ -166,15 +167,16 @@ def check_save_target(folder: PathLike) -> None:
 def _write_json_gz(path: Path, value: Any) -> None:
     # mtime=0: the same tables give the same bytes (a shipped index does not change in git on a rebuild)
     with gzip.GzipFile(path, "wb", mtime=0) as handle:
-        handle.write(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+        handle.write(json.dumps(as_list(value), ensure_ascii=False).encode("utf-8"))
 
 
-def _read_json_table(folder: Path, stem: str) -> List[str]:
+def _read_json_table(folder: Path, stem: str) -> Sequence[str]:
+    """A table of strings, packed where it can be (:mod:`spacy_sapbert.index.packed_strings`)."""
     packed = folder / f"{stem}.json.gz"
     if packed.is_file():
         with gzip.open(packed, "rb") as handle:
-            return json.loads(handle.read().decode("utf-8"))
-    return json.loads((folder / f"{stem}.json").read_text(encoding="utf-8"))
+            return json_string_list(handle.read())
+    return json_string_list((folder / f"{stem}.json").read_bytes())
 
 
 __all__ = ["FORMAT_VERSION", "INDEX_FILE", "MANIFEST", "RERANK_FILE", "IndexFiles", "check_save_target",

@@ -168,6 +168,38 @@ def pq_searcher(index: Any) -> Any:
     return index
 
 
+def pq_rows_searcher(index: Any, rows: np.ndarray) -> Any:
+    """What searches the codes of ``rows`` of the PQ ``index`` alone (row ``i`` of it is ``rows[i]``), as
+    :func:`pq_searcher` searches a whole index. 4-bit codes are packed straight into a fast-scan index,
+    a block of 32 codes at a time: a copy of the rows' codes in an ``IndexPQ`` first (which FAISS's
+    fast-scan constructor takes) was a transient of twice their size for each type filter."""
+    faiss = faiss_module()
+    full = faiss.downcast_index(index)
+    codes = faiss.rev_swig_ptr(full.codes.data(), full.ntotal * full.code_size).reshape(full.ntotal, full.code_size)
+    if full.pq.nbits != FAST_SCAN_BITS or not len(rows):
+        allowed = faiss.IndexPQ(full.d, full.pq.M, full.pq.nbits, full.metric_type)
+        allowed.pq = full.pq
+        allowed.is_trained = True
+        allowed.add_sa_codes(np.ascontiguousarray(codes[rows]))
+        return pq_searcher(allowed)
+    searcher = faiss.IndexPQFastScan(full.d, full.pq.M, full.pq.nbits, full.metric_type)
+    searcher.pq = full.pq
+    searcher.is_trained = True
+    packer = searcher.get_CodePacker()
+    per_block, block_bytes = packer.nvec, packer.block_size
+    blocks = -(-len(rows) // per_block)
+    searcher.ntotal, searcher.ntotal2 = len(rows), blocks * per_block
+    searcher.codes.resize(blocks * block_bytes)
+    packed = faiss.rev_swig_ptr(searcher.codes.data(), blocks * block_bytes)
+    chunk = np.zeros((per_block, full.code_size), dtype=np.uint8)  # the last block is padded with zero codes
+    for block in range(blocks):
+        part = rows[block * per_block:(block + 1) * per_block]
+        chunk[:len(part)] = codes[part]
+        chunk[len(part):] = 0
+        packer.pack_all(faiss.swig_ptr(chunk), faiss.swig_ptr(packed[block * block_bytes:(block + 1) * block_bytes]))
+    return searcher
+
+
 def searcher_for(index: Any, kind: str, bf16_flat: bool) -> Any:
     """What searches an index of ``kind``: :func:`pq_searcher` for ``pq``; for a non-empty ``flat`` one
     with ``bf16_flat``, a :class:`~spacy_sapbert.index.bf16_flat.Bf16FlatSearch` (its answers, bf16
@@ -228,5 +260,5 @@ def promote_rows(scores: np.ndarray, found: np.ndarray, promoted: Sequence[Optio
 
 
 __all__ = ["FAST_SCAN_BITS", "INDEX_KINDS", "blas_distances", "check_divides", "check_kind", "configure_search",
-           "faiss_module", "make_faiss_index", "plain_search", "pq_searcher", "promote_rows", "rerank_exact",
+           "faiss_module", "make_faiss_index", "plain_search", "pq_rows_searcher", "pq_searcher", "promote_rows", "rerank_exact",
            "searcher_for"]

@@ -10,7 +10,7 @@ the way that is fastest and gives the rows exact search over the allowed rows gi
   tables); it scans only the allowed codes: on the embedded default's 180,068 names, 300 queries
   restricted to 45% of the rows took 1.48 s by over-fetching the whole index (the way before) and
   0.70 s this way, for a copy of the allowed codes (64 bytes a row: 5 MB for the 79,820 Disease rows).
-  4-bit codes are searched through their fast-scan copy (:func:`~spacy_sapbert.index.kinds.pq_searcher`).
+  4-bit codes are packed into a fast-scan index of their own (:func:`~spacy_sapbert.index.kinds.pq_rows_searcher`).
 - ``flat``: when the allowed rows are not few (:data:`FLAT_OVERFETCH_SHARE`), the whole index is
   searched through BLAS for more rows than wanted (:func:`overfetch_search`); FAISS's selector
   search scores the allowed rows one at a time, ten times slower than a matrix multiply.
@@ -25,7 +25,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 
-from spacy_sapbert.index.kinds import faiss_module, plain_search, pq_searcher
+from spacy_sapbert.index.kinds import faiss_module, plain_search, pq_rows_searcher
 
 OVERFETCH_GROWTH = 4
 """Each further over-fetch round asks for this many times more rows."""
@@ -62,18 +62,11 @@ class RowFilter:
 
     def pq_codes(self, index: Any) -> Tuple[Any, np.ndarray]:
         """An index of the allowed rows of ``index`` (its quantiser and codes, copied; searched as
-        :func:`~spacy_sapbert.index.kinds.pq_searcher` says) and the row of ``index`` each of its rows
+        :func:`~spacy_sapbert.index.kinds.pq_rows_searcher` makes it) and the row of ``index`` each of its rows
         is; made once per index."""
         if self._pq is None or self._pq[0] is not index:
-            faiss = faiss_module()
-            full = faiss.downcast_index(index)
             rows = np.flatnonzero(self.mask)
-            codes = faiss.rev_swig_ptr(full.codes.data(), full.ntotal * full.code_size)
-            allowed = faiss.IndexPQ(full.d, full.pq.M, full.pq.nbits, full.metric_type)
-            allowed.pq = full.pq
-            allowed.is_trained = True
-            allowed.add_sa_codes(np.ascontiguousarray(codes.reshape(full.ntotal, full.code_size)[rows]))
-            self._pq = (index, pq_searcher(allowed), rows)
+            self._pq = (index, pq_rows_searcher(index, rows), rows)
         return self._pq[1], self._pq[2]
 
     def __repr__(self) -> str:

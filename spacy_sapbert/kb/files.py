@@ -19,6 +19,7 @@ import orjson
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb.concept import Concept, id_problem
 from spacy_sapbert.util.atomic import atomic_open
+from spacy_sapbert.util.textfile import read_bytes
 
 PathLike = Union[str, Path]
 KB_FIELDS = ("concept_id", "canonical_name", "aliases", "types", "definition")
@@ -58,17 +59,6 @@ def kb_name_of(path: Path) -> str:
         if name.endswith(suffix):
             name = name[: -len(suffix)]
     return name
-
-
-def read_bytes(path: Path) -> bytes:
-    """A KB file's bytes, decompressed when it is gzip data (whatever its name)."""
-    raw = path.read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as err:
-            raise InputError(f"corrupt gzip data ({err})", path) from err
-    return raw
 
 
 def read_records(path: Path, raw: Optional[bytes] = None) -> Iterator[Tuple[int, object]]:

@@ -16,13 +16,15 @@ import gzip
 import itertools
 import logging
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple, Union
+from typing import Callable, Dict, Iterable, Iterator, List, Mapping, Sequence, Set, Tuple, Union
 
 import numpy as np
 from spacy.tokens import Doc
 from tqdm import tqdm
 
 from spacy_sapbert.errors import InputError
+from spacy_sapbert.util.hashed_strings import member, string_hashes
+from spacy_sapbert.util.textfile import decode_text
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -49,18 +51,43 @@ class Gazetteer:
 
     def __init__(self, names: Mapping[str, Iterable[Tuple[str, ...]]]) -> None:
         joined = {label: sorted({" ".join(name) for name in entries}) for label, entries in names.items()}
-        self._set_names(joined)
+        self._set_names(joined.items())
         self._file = gzip.compress(_file_text(joined).encode("utf8"), compresslevel=9, mtime=0)
 
-    def _set_names(self, joined: Mapping[str, Sequence[str]]) -> None:
-        self.labels: Tuple[str, ...] = tuple(sorted(joined))
+    def _set_names(self, pieces: Iterable[Tuple[str, Sequence[str]]]) -> None:
+        """The lookup arrays from ``(label, names)`` pieces (a label may come in several; one with no
+        names still makes the label one of the gazetteer's). The names are hashed piece by piece and
+        dropped: the default's 286,177 names read whole into lists for this made a transient of about
+        80 MB when the NER first ran; a piece at a time it is the file's text and the arrays."""
+        keys: Dict[str, List[np.ndarray]] = {}
+        firsts: Dict[str, List[np.ndarray]] = {}
+        lengths: Dict[str, List[np.ndarray]] = {}
+        for label, names in pieces:
+            keys.setdefault(label, []).append(string_hashes(names, unique=False))
+            firsts.setdefault(label, []).append(string_hashes([name.partition(" ")[0] for name in names], unique=False))
+            lengths.setdefault(label, []).append(
+                np.fromiter(map(str.count, names, itertools.repeat(" ")), dtype=np.int64, count=len(names)) + 1)
+        self.labels: Tuple[str, ...] = tuple(sorted(keys))
         self._names: Dict[str, np.ndarray] = {}
         self._firsts: Dict[str, np.ndarray] = {}
         self._lengths: Dict[str, np.ndarray] = {}
         for label in self.labels:
-            names = joined[label]
-            self._names[label] = _keys(names)
-            self._firsts[label], self._lengths[label] = _lengths_by_first_word(names)
+            self._names[label] = np.unique(np.concatenate(keys.pop(label)))
+            self._firsts[label], self._lengths[label] = _lengths_by_first_word(
+                np.concatenate(firsts.pop(label)), np.concatenate(lengths.pop(label)))
+
+    def _read(self, raw: bytes, path: PathLike) -> None:
+        """:meth:`_set_names` from a file's bytes: each label's block a piece at a time, each piece
+        decoded alone (the default's file is 10.4 MB, and its few Greek letters made the whole text two
+        bytes a character), as :func:`label_name_lists` reads it; a file of another layout, or with a
+        byte-order mark, a carriage return or a byte that is not UTF-8, is read whole (its errors name the line)."""
+        try:
+            if not raw or raw.isspace() or raw[:3] == b"\xef\xbb\xbf" or b"\r" in raw:
+                raise _NotInBlocks
+            self._set_names(_block_pieces(raw))
+        except _NotInBlocks:
+            text = decode_text(raw, path).replace("\r\n", "\n")
+            self._set_names(_label_lines(text, Path(path)).items())
 
     def __len__(self) -> int:
         return sum(len(keys) for keys in self._names.values())
@@ -72,7 +99,7 @@ class Gazetteer:
 
     def __setstate__(self, state: Dict[str, bytes]) -> None:
         self._file = state["file"]
-        self._set_names(label_name_lists(gzip.decompress(self._file).decode("utf8"), FILE_NAME))
+        self._read(gzip.decompress(self._file), FILE_NAME)
 
     @property
     def n_features(self) -> int:
@@ -93,7 +120,7 @@ class Gazetteer:
 
     def _longest_matches(self, words: Sequence[str], label: str) -> List[Tuple[int, int]]:
         """Left to right, the longest name starting at each token not inside an earlier match."""
-        found, at = _member(_keys(words, unique=False), self._firsts[label])
+        found, at = member(string_hashes(words, unique=False), self._firsts[label])
         starts = np.flatnonzero(found)
         spans: List[Tuple[int, int]] = []
         # from each start, only the lengths of the names that begin with its word
@@ -101,7 +128,7 @@ class Gazetteer:
             spans.extend((i, i + n) for n in _lengths_in(mask) if i + n <= len(words))
         if not spans:
             return []
-        hits, _ = _member(_keys([" ".join(words[i:end]) for i, end in spans], unique=False), self._names[label])
+        hits, _ = member(string_hashes([" ".join(words[i:end]) for i, end in spans], unique=False), self._names[label])
         longest: Dict[int, int] = {}
         for (i, end), hit in zip(spans, hits.tolist()):
             if hit:
@@ -124,12 +151,11 @@ class Gazetteer:
     def from_disk(cls, folder: PathLike) -> "Gazetteer":
         """Read ``gazetteer.tsv.gz``: the lines of each label as one block, split with string methods
         (as :meth:`to_disk` writes them), or else line by line, a bad line reported with its number."""
-        from spacy_sapbert.util.textfile import read_text
+        from spacy_sapbert.util.textfile import read_bytes
 
         path = Path(folder) / FILE_NAME
-        joined = label_name_lists(read_text(path), path)
         gazetteer = cls.__new__(cls)
-        gazetteer._set_names(joined)
+        gazetteer._read(read_bytes(path), path)
         gazetteer._file = path.read_bytes()
         return gazetteer
 
@@ -156,25 +182,18 @@ def _file_text(joined: Mapping[str, Sequence[str]]) -> str:
     return "".join(f"{label}\t" + f"\n{label}\t".join(joined[label]) + "\n" for label in sorted(joined) if joined[label])
 
 
-def _keys(texts: Sequence[str], unique: bool = True) -> np.ndarray:
-    """The hashes of ``texts`` as int64, sorted and distinct (``unique``) or in order."""
-    keys = np.fromiter(map(hash, texts), dtype=np.int64, count=len(texts))
-    return np.unique(keys) if unique else keys
-
-
-def _lengths_by_first_word(names: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
+def _lengths_by_first_word(firsts: np.ndarray, lengths: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
     """(the sorted distinct hashes of the names' first words, for each a bit mask of the lengths in words
-    of the names that begin with it: bit ``n`` set when one has ``n`` words, :data:`MAX_TOKENS` at most).
+    of the names that begin with it: bit ``n`` set when one has ``n`` words, :data:`MAX_TOKENS` at most),
+    from each name's first word's hash and its length in words.
     A match from a word is looked for at those lengths only: over NCBI test's 100 abstracts the default's
     gazetteer looked up 201,125 candidate spans (every length up to :data:`MAX_TOKENS` from each word that
     begins a name), 68,419 with the masks: the same matches, the features 0.129 → 0.065 s (BC5CDR dev's 500
     abstracts 0.655 → 0.311 s; 2 cores, one process, alternating), for about 47 ms more when the gazetteer
     loads (its 286,177 names' words counted)."""
-    firsts = _keys([name.partition(" ")[0] for name in names], unique=False)
     if not len(firsts):
         return firsts, np.zeros(0, dtype=np.int64)
     table, inverse = np.unique(firsts, return_inverse=True)
-    lengths = np.fromiter(map(str.count, names, itertools.repeat(" ")), dtype=np.int64, count=len(names)) + 1
     masks = np.zeros(len(table), dtype=np.int64)
     np.bitwise_or.at(masks, inverse, np.left_shift(1, np.minimum(lengths, MAX_TOKENS)))
     return table, masks
@@ -186,14 +205,6 @@ def _lengths_in(mask: int) -> Tuple[int, ...]:
     return tuple(n for n in range(1, MAX_TOKENS + 1) if mask >> n & 1)
 
 
-def _member(keys: np.ndarray, table: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """Which of ``keys`` are in the sorted array ``table``, and where in it each is (valid where found)."""
-    if not len(table):
-        return np.zeros(len(keys), dtype=bool), np.zeros(len(keys), dtype=np.int64)
-    at = np.minimum(np.searchsorted(table, keys), len(table) - 1)
-    return table[at] == keys, at
-
-
 def label_names_from_text(text: str, path: PathLike) -> Dict[str, Set[str]]:
     """The names per label of a ``LABEL<TAB>tok tok`` file's text (the gazetteer's, the dictionary pipe's
     grow names): split with string methods when each label's lines come in one block, as both writers
@@ -202,37 +213,66 @@ def label_names_from_text(text: str, path: PathLike) -> Dict[str, Set[str]]:
 
 
 def label_name_lists(text: str, path: PathLike) -> Dict[str, List[str]]:
-    """As :func:`label_names_from_text`, each label's names as a list in file order (repeats kept): the
-    gazetteer hashes them and keeps no strings, so it builds no sets."""
+    """As :func:`label_names_from_text`, each label's names as a list in file order (repeats kept)."""
     if "\r" in text:  # written on Windows
         text = text.replace("\r\n", "\n")
-    joined = _label_blocks(text)
-    return joined if joined is not None else _label_lines(text, Path(path))
+    try:
+        joined: Dict[str, List[str]] = {}
+        for label, names in _block_pieces(text):
+            joined.setdefault(label, []).extend(names)
+        return joined
+    except _NotInBlocks:
+        return _label_lines(text, Path(path))
 
 
-def _label_blocks(text: str) -> Optional[Dict[str, List[str]]]:
-    """Names per label when each label's lines come in one block; None otherwise (or on a bad line)."""
-    joined: Dict[str, List[str]] = {}
+PIECE_CHARS = 1 << 18
+"""A label's block of lines is split into pieces of about this many characters (whole lines)."""
+
+
+class _NotInBlocks(Exception):
+    """The text is not one block of lines per label (or has a bad line): it is read line by line."""
+
+
+def _block_pieces(text: Union[str, bytes]) -> Iterator[Tuple[str, List[str]]]:
+    """(label, names) for pieces of each label's block of lines, in file order; :class:`_NotInBlocks` (perhaps
+    after some pieces) when a label's lines do not come in one block, a line is not ``LABEL<TAB>name`` or
+    (``text`` as bytes, each piece decoded alone) a piece is not UTF-8."""
+    newline, tab = ("\n", "\t") if isinstance(text, str) else (b"\n", b"\t")
+    seen: Set[Union[str, bytes]] = set()
     position = 0
     while position < len(text):
-        tab = text.find("\t", position)
-        if tab <= position:
-            return None
-        label = text[position:tab + 1]
-        if "\n" in label or label[:-1] in joined:
-            return None
-        last = text.rfind("\n" + label)
-        end = len(text) if last < position else text.find("\n", last + 1)
+        tab_at = text.find(tab, position)
+        if tab_at <= position:
+            raise _NotInBlocks
+        label = text[position:tab_at + 1]
+        if newline in label or label in seen:
+            raise _NotInBlocks
+        seen.add(label)
+        last = text.rfind(newline + label)
+        end = len(text) if last < position else text.find(newline, last + 1)
         end = len(text) if end < 0 else end + 1
-        block = text[position:end]
-        lines = block.replace(label, "").split("\n")
-        if lines[-1] == "":
-            lines.pop()
-        if block.count("\t") != len(lines) or block.count("\n" + label) + 1 != len(lines) or "" in lines:
-            return None
-        joined[label[:-1]] = lines
-        position = end
-    return joined
+        label_text = _as_text(label)
+        while position < end:
+            cut = text.find(newline, min(position + PIECE_CHARS, end - 1))
+            cut = end if cut < 0 or cut + 1 > end else cut + 1
+            piece = _as_text(text[position:cut])
+            lines = piece.replace(label_text, "").split("\n")
+            if lines[-1] == "":
+                lines.pop()
+            if not piece.startswith(label_text) or piece.count("\t") != len(lines) or \
+                    piece.count("\n" + label_text) + 1 != len(lines) or "" in lines:
+                raise _NotInBlocks
+            yield label_text[:-1], lines
+            position = cut
+
+
+def _as_text(part: Union[str, bytes]) -> str:
+    if isinstance(part, str):
+        return part
+    try:
+        return part.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _NotInBlocks from None
 
 
 def _label_lines(text: str, path: Path) -> Dict[str, List[str]]:

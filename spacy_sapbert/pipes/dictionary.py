@@ -40,6 +40,7 @@ from spacy.util import filter_spans
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.ner.name_growth import FILE_NAME as GROW_FILE
 from spacy_sapbert.ner.name_growth import NameGrowth, read_grow_names, write_grow_names
+from spacy_sapbert.util.hashed_strings import HashedStrings
 
 PATTERNS_FILE = "patterns.jsonl"
 EXCLUSIONS_FILE = "exclusions.tsv"
@@ -133,18 +134,25 @@ class DictionaryEntities:
         self.name = name
         self.extend = extend
         self.vocab = nlp.vocab
-        self.patterns: List[Pattern] = []
+        self._patterns: List[str] = []
+        """The patterns as JSON texts (the default's 3,768 as dicts held 3 MB, 0.45 so): :attr:`patterns`."""
+        self._pattern_labels: Set[str] = set()
         # listed tokens' LOWER ids (spaCy's string hashes, as Doc.to_array gives them) -> their labels
         self._labels: Dict[Tuple[int, ...], List[str]] = {}
         self._lengths: Dict[int, Set[int]] = {}  # first token -> the lengths of the sequences it starts
-        self.exclusions: List[Exclusion] = []
-        self._excluded: Set[Exclusion] = set()
+        self._excluded = HashedStrings()
+        """``LABEL<TAB>wording`` of each exclusion (:mod:`spacy_sapbert.util.hashed_strings`): :attr:`exclusions`."""
         self.growth = NameGrowth()
         """KB names entities grow to (see the module's docstring)."""
 
     @property
     def labels(self) -> Tuple[str, ...]:
-        return tuple(sorted({p["label"] for p in self.patterns}))
+        return tuple(sorted(self._pattern_labels))
+
+    @property
+    def patterns(self) -> List[Pattern]:
+        """The listed wordings' patterns, in the order added (a new list of new dicts at each call)."""
+        return [json.loads(text) for text in self._patterns]
 
     def add_patterns(self, patterns: Iterable[Pattern]) -> None:
         for pattern in patterns:
@@ -156,15 +164,23 @@ class DictionaryEntities:
         if label not in labels:
             labels.append(label)
         self._lengths.setdefault(key[0], set()).add(len(key))
-        self.patterns.append(pattern)
+        self._patterns.append(json.dumps(pattern, ensure_ascii=False))
+        self._pattern_labels.add(label)
+
+    @property
+    def exclusions(self) -> List[Exclusion]:
+        """The (label, wording) pairs whose NER entities are removed, in the order added or read; assigning a
+        list replaces them."""
+        return [tuple(text.split("\t", 1)) for text in self._excluded]  # type: ignore[misc]
+
+    @exclusions.setter
+    def exclusions(self, exclusions: Iterable[Exclusion]) -> None:
+        self._excluded = HashedStrings()
+        self.add_exclusions(exclusions)
 
     def add_exclusions(self, exclusions: Iterable[Exclusion]) -> None:
         """(label, wording) pairs whose NER entities are removed (see the module's docstring)."""
-        for label, wording in exclusions:
-            found = exclusion(label, wording)
-            if found not in self._excluded:
-                self._excluded.add(found)
-                self.exclusions.append(found)
+        self._excluded = self._excluded.union("\t".join(exclusion(label, wording)) for label, wording in exclusions)
 
     def add_grow_names(self, names: Iterable[Tuple[str, str]]) -> None:
         """(label, KB name) pairs, the name's tokens in lower case joined by spaces, that an entity of the
@@ -174,8 +190,8 @@ class DictionaryEntities:
     def _revised_ents(self, doc: Doc) -> List[Span]:
         """``doc.ents`` without the excluded wordings, grown to the KB names they lie in; set on ``doc``."""
         ents = list(doc.ents)
-        kept = [e for e in ents if (e.label_, " ".join(t.lower_ for t in e)) not in self._excluded] \
-            if self._excluded else ents
+        kept = [e for e in ents if e.label_ + "\t" + " ".join(t.lower_ for t in e) not in self._excluded] \
+            if len(self._excluded) else ents
         kept = self.growth.grow(doc, kept)
         if kept != ents:
             doc.set_ents(kept)
@@ -221,7 +237,7 @@ class DictionaryEntities:
 
         Path(path).mkdir(parents=True, exist_ok=True)
         atomic_write_text(Path(path) / PATTERNS_FILE, patterns_jsonl(self.patterns))
-        if self.exclusions:
+        if len(self._excluded):
             atomic_write_text(Path(path) / EXCLUSIONS_FILE, exclusions_tsv(self.exclusions))
         elif (Path(path) / EXCLUSIONS_FILE).is_file():  # an earlier save's: it would come back at from_disk
             (Path(path) / EXCLUSIONS_FILE).unlink()
@@ -237,13 +253,12 @@ class DictionaryEntities:
             return self._read(Path(path))
 
     def _read(self, path: Path) -> "DictionaryEntities":
-        self.patterns, self._labels, self._lengths = [], {}, {}
-        self.exclusions, self._excluded = [], set()
+        self._patterns, self._pattern_labels, self._labels, self._lengths = [], set(), {}, {}
         for pattern, (label, tokens) in _read_checked_patterns(path / PATTERNS_FILE):
             self._add_checked(pattern, label, tokens)
-        if (path / EXCLUSIONS_FILE).is_file():
-            self._excluded = set(read_exclusions(path / EXCLUSIONS_FILE))  # checked as read
-            self.exclusions = sorted(self._excluded)
+        self._excluded = HashedStrings()
+        if (path / EXCLUSIONS_FILE).is_file():  # checked as read
+            self._excluded = HashedStrings("\t".join(pair) for pair in read_exclusions(path / EXCLUSIONS_FILE))
         self.growth = read_grow_names(path / GROW_FILE) if (path / GROW_FILE).is_file() else NameGrowth()
         return self
 

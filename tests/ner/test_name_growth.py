@@ -107,3 +107,32 @@ def test_a_bad_names_file_is_named_by_file_and_line(tmp_path):
     # written by hand: upper case and extra spaces are compared as the tokens are
     path.write_text("DISEASE\tMigraine  with aura\nCHEMICAL\tcalcium channel\n", encoding="utf-8")
     assert read_grow_names(path).pairs() == [("CHEMICAL", "calcium channel"), ("DISEASE", "migraine with aura")]
+
+
+def test_hashed_strings_answer_membership_keep_the_order_given_and_rehash_in_another_process(tmp_path):
+    """The names entities grow to and the excluded wordings are kept as hashes beside one text: members are
+    found, others not, the strings come back in the order first given, and a copy pickled into a process
+    with another hash salt (PYTHONHASHSEED) hashes them again there."""
+    import os
+    import pickle
+    import subprocess
+    import sys
+
+    from spacy_sapbert.util.hashed_strings import HashedStrings
+
+    wordings = HashedStrings(["secondary hyperparathyroidism", "open - angle glaucoma", "secondary hyperparathyroidism"])
+    assert list(wordings) == ["secondary hyperparathyroidism", "open - angle glaucoma"] and len(wordings) == 2
+    assert "open - angle glaucoma" in wordings and "glaucoma" not in wordings and 3 not in wordings
+    grown = wordings.union(["migraine with aura", "open - angle glaucoma"])
+    assert list(grown) == [*wordings, "migraine with aura"] and "migraine with aura" not in wordings
+    assert "x" not in HashedStrings() and list(HashedStrings()) == []
+    for bad in (["two\nlines"], [""]):
+        with pytest.raises(ValueError):
+            HashedStrings(bad)
+    growth = NameGrowth([("DISEASE", "migraine with aura"), ("DISEASE", "open - angle glaucoma")])
+    (tmp_path / "g.pkl").write_bytes(pickle.dumps((grown, growth)))
+    probe = ("import pickle, sys; s, g = pickle.loads(open(sys.argv[1], 'rb').read()); "
+             "print('migraine with aura' in s, 'aura' in s, g.pairs())")
+    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "g.pkl")], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONHASHSEED="12345"), check=True).stdout.strip()
+    assert out == "True False [('DISEASE', 'migraine with aura'), ('DISEASE', 'open - angle glaucoma')]"

@@ -142,6 +142,31 @@ def test_gazetteer_writes_back_the_file_it_read(nlp, tmp_path):
     assert loaded.to_disk(tmp_path / "out").read_bytes() == raw
 
 
+def test_gazetteer_read_a_piece_at_a_time_holds_what_it_holds_read_whole(nlp, tmp_path, monkeypatch):
+    """The file is read in pieces of whole lines (each decoded alone): pieces of a few lines give the same
+    lookup tables as one piece; a byte-order mark or a byte that is not UTF-8 sends the file to the
+    line-by-line reader, whose errors name the line."""
+    import spacy_sapbert.ner.gazetteer as gazetteer_module
+
+    names = [("DISEASE", f"disease number {i}") for i in range(40)] + [("CHEMICAL", f"drug {i} α") for i in range(30)]
+    Gazetteer.from_names(names, nlp.tokenizer).to_disk(tmp_path)
+    whole = Gazetteer.from_disk(tmp_path)
+    monkeypatch.setattr(gazetteer_module, "PIECE_CHARS", 20)
+    pieces = Gazetteer.from_disk(tmp_path)
+    assert pieces.labels == whole.labels == ("CHEMICAL", "DISEASE") and len(pieces) == 70
+    for table in ("_names", "_firsts", "_lengths"):
+        for label in whole.labels:
+            assert np.array_equal(getattr(pieces, table)[label], getattr(whole, table)[label])
+    text = gzip.decompress((tmp_path / "gazetteer.tsv.gz").read_bytes())
+    (tmp_path / "bom").mkdir()
+    (tmp_path / "bom" / "gazetteer.tsv.gz").write_bytes(gzip.compress(b"\xef\xbb\xbf" + text))
+    assert Gazetteer.from_disk(tmp_path / "bom").features(nlp("drug 3 α")) == whole.features(nlp("drug 3 α")) == [1, 2, 2]
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "gazetteer.tsv.gz").write_bytes(gzip.compress(b"DISEASE\tgout\nDISEASE\tg\xffut\n"))
+    with pytest.raises(InputError, match=r"gazetteer.tsv.gz:2"):
+        Gazetteer.from_disk(tmp_path / "bad")
+
+
 def test_gazetteer_pickled_into_another_process_hashes_its_names_there(nlp, tmp_path):
     """String hashes are salted per process: a gazetteer pickled into a process with another salt
     (PYTHONHASHSEED) must hash its names again there, not reuse the sender's hashes."""

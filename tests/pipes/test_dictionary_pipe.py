@@ -148,7 +148,7 @@ def test_exclusions_remove_ner_entities_that_are_exactly_an_excluded_wording_wit
     again = loaded(_with_ner_span(nlp)(nlp.make_doc(TEXT)))
     assert [(e.text, e.label_) for e in again.ents] == [(e.text, e.label_) for e in doc.ents]
     # saved again without exclusions, the earlier file does not come back
-    loaded.exclusions, loaded._excluded = [], set()
+    loaded.exclusions = []
     loaded.to_disk(tmp_path / "p" / "dictionary_entities")
     assert spacy.load(tmp_path / "p").get_pipe("dictionary_entities").exclusions == []
 
