@@ -21,7 +21,7 @@ from spacy_sapbert.encoding.backends import BACKENDS, load_native, load_transfor
 from spacy_sapbert.encoding.folder_check import check_model_folder
 from spacy_sapbert.encoding.modelfiles import MINILM_ALIASES, SETTINGS_FILE, read_settings, resolve_model_path
 from spacy_sapbert.encoding.pooling import POOLINGS, check_pooling, pool, pool_packed
-from spacy_sapbert.encoding.recorded import recorded_fingerprint
+from spacy_sapbert.encoding.recorded import PendingDigests, recorded_fingerprint, worth_hashing
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.util.devices import DTYPE_CHOICES, check_dtype, cpu_has_native_bf16, resolve_device
 
@@ -86,6 +86,8 @@ class Encoder:
         """The file whose float weights :meth:`save` and :attr:`fingerprint` read, when the linear layers are
         kept in bf16."""
         config: Any = None
+        # the files' digests that may confirm the recorded fingerprint, hashed while the weights load
+        pending = PendingDigests(location) if worth_hashing(location, settings) else None
         if self.backend == "native":
             assert isinstance(location, Path)
             check_model_folder(location, native_config)  # a missing tokenizer or cut weights: one error, not [UNK] links
@@ -114,7 +116,7 @@ class Encoder:
         self.model.eval()
         self.weights_dtype = str(settings.get("weights_dtype", "float32"))
         """Precision of the weights as stored (float16 for the shipped default); ``save`` keeps it."""
-        recorded = recorded_fingerprint(location, settings, self.settings)
+        recorded = recorded_fingerprint(location, settings, self.settings, pending)
         self._fingerprint_cache: Optional[tuple] = (self._versions(), recorded) if recorded else None
         self._load_fingerprint: Optional[str] = None
         if self._float_weights is not None:  # an inference model: its fingerprint, of the float weights, now

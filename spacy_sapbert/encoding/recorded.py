@@ -5,11 +5,14 @@ as float32 (0.18 s of each load of the embedded default on two CPU cores, a tent
 written by ``Encoder.save`` records that fingerprint in ``sapbert.json`` together with the SHA-256
 of the files it was computed from; a load whose files still have those digests, and whose pooling
 and length are the recorded ones, takes the recorded fingerprint (hashing the files' bytes costs
-about 46 ms). Any other folder, or one edited since, is hashed as before.
+about 46 ms, which :class:`PendingDigests` spends on a second thread while the weights load: ``hashlib``
+and the weights' reading and casting release the GIL). Any other folder, or one edited since, is hashed as
+before.
 """
 from __future__ import annotations
 
 import hashlib
+import threading
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
 
@@ -34,17 +37,46 @@ def file_digests(folder: Path) -> Dict[str, str]:
     return digests
 
 
-def recorded_fingerprint(folder: Any, recorded: Mapping[str, Any], current: Mapping[str, Any]) -> Optional[str]:
+class PendingDigests:
+    """:func:`file_digests` of a folder, computed on a thread of its own from the moment this is made;
+    :meth:`result` waits for it (and raises what it raised)."""
+
+    def __init__(self, folder: Path) -> None:
+        self._digests: Optional[Dict[str, str]] = None
+        self._error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._run, args=(folder,), name="sapbert-file-digests", daemon=True)
+        self._thread.start()
+
+    def _run(self, folder: Path) -> None:
+        try:
+            self._digests = file_digests(folder)
+        except BaseException as err:  # handed to the caller by result()
+            self._error = err
+
+    def result(self) -> Dict[str, str]:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._digests is not None
+        return self._digests
+
+
+def worth_hashing(folder: Any, recorded: Mapping[str, Any]) -> bool:
+    """Whether the folder's record could hold (a fingerprint and the digests of weights): its files are hashed."""
+    digests = recorded.get(DIGESTS_KEY)
+    return isinstance(folder, Path) and isinstance(recorded.get("fingerprint"), str) and isinstance(digests, dict) \
+        and any(name.endswith(WEIGHTS_SUFFIXES) for name in digests)
+
+
+def recorded_fingerprint(folder: Any, recorded: Mapping[str, Any], current: Mapping[str, Any],
+                         pending: Optional[PendingDigests] = None) -> Optional[str]:
     """The fingerprint ``recorded`` (a folder's ``sapbert.json``) states, if it holds for this load:
-    the same pooling and max length (``current``), and the files unchanged since it was written."""
-    fingerprint, digests = recorded.get("fingerprint"), recorded.get(DIGESTS_KEY)
-    if not isinstance(folder, Path) or not isinstance(fingerprint, str) or not isinstance(digests, dict):
+    the same pooling and max length (``current``), and the files unchanged since it was written
+    (their digests from ``pending`` when the caller started them early)."""
+    if not worth_hashing(folder, recorded) or any(recorded.get(key) != value for key, value in current.items()):
         return None
-    if any(recorded.get(key) != value for key, value in current.items()):
-        return None
-    if not any(name.endswith(WEIGHTS_SUFFIXES) for name in digests):
-        return None
-    return fingerprint if file_digests(folder) == digests else None
+    digests = pending.result() if pending is not None else file_digests(folder)
+    return str(recorded["fingerprint"]) if digests == recorded[DIGESTS_KEY] else None
 
 
-__all__ = ["DIGESTS_KEY", "NOT_RECORDED", "file_digests", "recorded_fingerprint"]
+__all__ = ["DIGESTS_KEY", "NOT_RECORDED", "PendingDigests", "file_digests", "recorded_fingerprint", "worth_hashing"]

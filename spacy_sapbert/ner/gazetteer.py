@@ -205,15 +205,11 @@ def _lengths_in(mask: int) -> Tuple[int, ...]:
     return tuple(n for n in range(1, MAX_TOKENS + 1) if mask >> n & 1)
 
 
-def label_names_from_text(text: str, path: PathLike) -> Dict[str, Set[str]]:
-    """The names per label of a ``LABEL<TAB>tok tok`` file's text (the gazetteer's, the dictionary pipe's
-    grow names): split with string methods when each label's lines come in one block, as both writers
-    write them, else line by line, a bad line reported with its number."""
-    return {label: set(names) for label, names in label_name_lists(text, path).items()}
-
-
 def label_name_lists(text: str, path: PathLike) -> Dict[str, List[str]]:
-    """As :func:`label_names_from_text`, each label's names as a list in file order (repeats kept)."""
+    """The names per label of a ``LABEL<TAB>tok tok`` file's text (the gazetteer's, the dictionary pipe's grow
+    names), each label's as a list in file order (repeats kept): split with string methods when each label's
+    lines come in one block, as both writers write them, else line by line, a bad line reported with its
+    number."""
     if "\r" in text:  # written on Windows
         text = text.replace("\r\n", "\n")
     try:

@@ -23,9 +23,11 @@ out: growing never adds one, and an entity seldom holds one.
 """
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Sequence, Tuple, Union
 
+import numpy as np
 from spacy.tokens import Doc, Span
 from spacy.util import filter_spans
 
@@ -73,7 +75,10 @@ class NameGrowth:
         text = "\0".join(wordings)
         if any(odd in text for odd in ("  ", "\t", "\n", "\r", "\0 ", " \0")) or text[:1] == " " or text[-1:] == " ":
             text = "\0".join(" ".join(wording.split()) for wording in text.split("\0"))
-        kept = (n for n in text.split("\0") if 1 <= n.count(" ") < MAX_TOKENS)
+        names = text.split("\0")
+        spaces = np.fromiter(map(str.count, names, itertools.repeat(" ")), dtype=np.int64, count=len(names))
+        keep = (spaces >= 1) & (spaces < MAX_TOKENS)
+        kept = names if keep.all() else list(itertools.compress(names, keep.tolist()))
         self._names[label] = self._names[label].union(kept) if label in self._names else HashedStrings(kept)
 
     def __len__(self) -> int:
@@ -133,11 +138,11 @@ def read_grow_names(path: Union[str, Path]) -> NameGrowth:
     """The ``LABEL<TAB>tokens`` lines of a names file, gzip or plain, as the gazetteer's file is read
     (each label's lines in one block are split with string methods), each name kept as
     :meth:`NameGrowth.add` keeps them."""
-    from spacy_sapbert.ner.gazetteer import label_names_from_text
+    from spacy_sapbert.ner.gazetteer import label_name_lists
     from spacy_sapbert.util.textfile import read_text
 
     growth = NameGrowth()
-    for label, wordings in label_names_from_text(read_text(path), path).items():
+    for label, wordings in label_name_lists(read_text(path), path).items():
         growth.add_label(label.strip(), "\0".join(wordings).lower().split("\0"))
     return growth
 

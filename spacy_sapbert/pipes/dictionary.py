@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Sequence, Set, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 from spacy.attrs import LOWER
 from spacy.language import Language
@@ -104,11 +104,12 @@ def exclusions_tsv(exclusions: Iterable[Exclusion]) -> str:
 
 def read_patterns(path: Union[str, Path]) -> List[Pattern]:
     """The patterns of a JSONL file; an error names the file and the line."""
-    return [pattern for pattern, _ in _read_checked_patterns(Path(path))]
+    return [pattern for pattern, _, _ in _read_checked_patterns(Path(path))]
 
 
-def _read_checked_patterns(path: Path) -> List[Tuple[Pattern, Tuple[str, List[str]]]]:
-    """Each pattern of a JSONL file with what :func:`check_pattern` made of it (the pipe's load checks once)."""
+def _read_checked_patterns(path: Path) -> List[Tuple[Pattern, Tuple[str, List[str]], str]]:
+    """Each pattern of a JSONL file with what :func:`check_pattern` made of it (the pipe's load checks once)
+    and its line's JSON text."""
     import orjson  # as the KB's reader: faster than json for many small records
 
     found = []
@@ -120,7 +121,7 @@ def _read_checked_patterns(path: Path) -> List[Tuple[Pattern, Tuple[str, List[st
                 pattern = orjson.loads(line)
             except json.JSONDecodeError as err:  # orjson's error is one
                 raise InputError(f"invalid JSON ({err})", path, number) from err
-            found.append((pattern, check_pattern(pattern, path, number)))
+            found.append((pattern, check_pattern(pattern, path, number), line.strip()))
     return found
 
 
@@ -158,13 +159,14 @@ class DictionaryEntities:
         for pattern in patterns:
             self._add_checked(pattern, *check_pattern(pattern))
 
-    def _add_checked(self, pattern: Pattern, label: str, tokens: List[str]) -> None:
+    def _add_checked(self, pattern: Pattern, label: str, tokens: List[str], text: Optional[str] = None) -> None:
+        """Add a checked pattern; ``text``: its JSON as read from a file (else it is written again)."""
         key = tuple(get_string_id(token.lower()) for token in tokens)  # a token's LOWER, as spaCy computes it
         labels = self._labels.setdefault(key, [])
         if label not in labels:
             labels.append(label)
         self._lengths.setdefault(key[0], set()).add(len(key))
-        self._patterns.append(json.dumps(pattern, ensure_ascii=False))
+        self._patterns.append(text if text is not None else json.dumps(pattern, ensure_ascii=False))
         self._pattern_labels.add(label)
 
     @property
@@ -254,8 +256,8 @@ class DictionaryEntities:
 
     def _read(self, path: Path) -> "DictionaryEntities":
         self._patterns, self._pattern_labels, self._labels, self._lengths = [], set(), {}, {}
-        for pattern, (label, tokens) in _read_checked_patterns(path / PATTERNS_FILE):
-            self._add_checked(pattern, label, tokens)
+        for pattern, (label, tokens), text in _read_checked_patterns(path / PATTERNS_FILE):
+            self._add_checked(pattern, label, tokens, text)
         self._excluded = HashedStrings()
         if (path / EXCLUSIONS_FILE).is_file():  # checked as read
             self._excluded = HashedStrings("\t".join(pair) for pair in read_exclusions(path / EXCLUSIONS_FILE))

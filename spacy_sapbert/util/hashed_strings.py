@@ -35,10 +35,11 @@ class HashedStrings:
     __slots__ = ("_text", "_hashes")
 
     def __init__(self, strings: Iterable[str] = ()) -> None:
-        distinct = list(dict.fromkeys(strings))
-        if any("\n" in s or not s for s in distinct):
+        distinct = dict.fromkeys(strings)
+        text = "\n".join(distinct)
+        if "" in distinct or text.count("\n") != max(len(distinct) - 1, 0):
             raise ValueError("an empty string or one with a line break cannot be kept in HashedStrings")
-        self._set("\n".join(distinct), distinct)
+        self._set(text, list(distinct))
 
     def _set(self, text: str, strings: Sequence[str]) -> None:
         self._text = text

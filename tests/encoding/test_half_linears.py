@@ -67,3 +67,34 @@ def test_a_folder_without_a_recorded_fingerprint_hashes_the_float_weights(tmp_pa
         table = encoder.model.embeddings.word_embeddings.weight
         assert table.dtype == torch.float16 and not table.requires_grad
     assert all(not m.weight.requires_grad for m in half.model.modules() if isinstance(m, torch.nn.Linear))
+
+
+def test_the_recorded_fingerprint_is_taken_only_while_the_files_are_the_recorded_ones(tmp_path, monkeypatch):
+    """The files' digests are hashed on a second thread while the weights load (PendingDigests): the same
+    digests as hashing them in line, the recorded fingerprint used while they match, and a file edited since
+    (the tokenizer) makes the load hash the weights instead; a folder gone before its digests are read is
+    an error the caller sees."""
+    import shutil
+
+    import spacy_sapbert.encoding.encoder as encoder_module
+    from spacy_sapbert.encoding.recorded import DIGESTS_KEY, PendingDigests, file_digests, recorded_fingerprint
+
+    taken = []
+    monkeypatch.setattr(encoder_module, "recorded_fingerprint",
+                        lambda *args: taken.append(recorded_fingerprint(*args)) or taken[-1])
+    folder = shutil.copytree(resolve_model_path(DEFAULT_MODEL), tmp_path / "model")
+    settings = json.loads((folder / "sapbert.json").read_text())
+    assert PendingDigests(folder).result() == file_digests(folder) == settings[DIGESTS_KEY]
+    current = {"pooling": settings["pooling"], "max_length": settings["max_length"]}
+    assert recorded_fingerprint(folder, settings, current, PendingDigests(folder)) == settings["fingerprint"]
+    assert recorded_fingerprint(folder, settings, dict(current, max_length=7), PendingDigests(folder)) is None
+    loaded = Encoder(folder, device="cpu", dtype="bfloat16", backend="native", half_linears=True)
+    assert taken == [settings["fingerprint"]] and loaded.fingerprint == settings["fingerprint"]
+    with open(folder / "tokenizer_config.json", "a", encoding="utf-8") as handle:
+        handle.write("\n")
+    assert recorded_fingerprint(folder, settings, current, PendingDigests(folder)) is None
+    edited = Encoder(folder, device="cpu", dtype="bfloat16", backend="native", half_linears=True)
+    assert taken[-1] is None and edited.fingerprint == settings["fingerprint"]  # the weights hashed: the same
+    pending = PendingDigests(tmp_path / "gone")
+    with pytest.raises(OSError):
+        pending.result()
