@@ -85,9 +85,28 @@ class Encoder:
         self._float_weights: Optional[Path] = None
         """The file whose float weights :meth:`save` and :attr:`fingerprint` read, when the linear layers are
         kept in bf16."""
-        config: Any = None
         # the files' digests that may confirm the recorded fingerprint, hashed while the weights load
-        pending = PendingDigests(location) if worth_hashing(location, settings) else None
+        asked = {"pooling": pooling, "max_length": max_length}
+        pending = PendingDigests(location) if worth_hashing(location, settings, asked) else None
+        try:
+            self._read_model(location, settings, native_config, pooling, max_length, batch_size, half_linears)
+        except BaseException:
+            if pending is not None:
+                pending.wait()
+            raise
+        recorded = recorded_fingerprint(location, settings, self.settings, pending)
+        self._fingerprint_cache: Optional[tuple] = (self._versions(), recorded) if recorded else None
+        self._load_fingerprint: Optional[str] = None
+        if self._float_weights is not None:  # an inference model: its fingerprint, of the float weights, now
+            self._load_fingerprint = self.fingerprint
+        self._place()
+        logger.info("encoder %s: pooling=%s max_length=%d device=%s dtype=%s", self.source, self.pooling,
+                    self.max_length, self.device, self.dtype)
+
+    def _read_model(self, location: Any, settings: Dict[str, Any], native_config: Any, pooling: Optional[str],
+                    max_length: Optional[int], batch_size: int, half_linears: bool) -> None:
+        """The model, tokenizer, pooling, length and batch size (``__init__``'s reading of the folder)."""
+        config: Any = None
         if self.backend == "native":
             assert isinstance(location, Path)
             check_model_folder(location, native_config)  # a missing tokenizer or cut weights: one error, not [UNK] links
@@ -116,14 +135,6 @@ class Encoder:
         self.model.eval()
         self.weights_dtype = str(settings.get("weights_dtype", "float32"))
         """Precision of the weights as stored (float16 for the shipped default); ``save`` keeps it."""
-        recorded = recorded_fingerprint(location, settings, self.settings, pending)
-        self._fingerprint_cache: Optional[tuple] = (self._versions(), recorded) if recorded else None
-        self._load_fingerprint: Optional[str] = None
-        if self._float_weights is not None:  # an inference model: its fingerprint, of the float weights, now
-            self._load_fingerprint = self.fingerprint
-        self._place()
-        logger.info("encoder %s: pooling=%s max_length=%d device=%s dtype=%s", self.source, self.pooling,
-                    self.max_length, self.device, self.dtype)
 
     # -- precision ------------------------------------------------------------------
     def _place(self) -> None:

@@ -53,6 +53,10 @@ class PendingDigests:
         except BaseException as err:  # handed to the caller by result()
             self._error = err
 
+    def wait(self) -> None:
+        """Let the thread finish (nothing of ours runs on after a load, nor into a fork), its result unused."""
+        self._thread.join()
+
     def result(self) -> Dict[str, str]:
         self._thread.join()
         if self._error is not None:
@@ -61,9 +65,12 @@ class PendingDigests:
         return self._digests
 
 
-def worth_hashing(folder: Any, recorded: Mapping[str, Any]) -> bool:
-    """Whether the folder's record could hold (a fingerprint and the digests of weights): its files are hashed."""
+def worth_hashing(folder: Any, recorded: Mapping[str, Any], asked: Optional[Mapping[str, Any]] = None) -> bool:
+    """Whether the folder's record could hold (a fingerprint and the digests of weights; the settings ``asked``
+    for, where not None, the recorded ones): its files are hashed."""
     digests = recorded.get(DIGESTS_KEY)
+    if any(value is not None and recorded.get(key) != value for key, value in (asked or {}).items()):
+        return False
     return isinstance(folder, Path) and isinstance(recorded.get("fingerprint"), str) and isinstance(digests, dict) \
         and any(name.endswith(WEIGHTS_SUFFIXES) for name in digests)
 
@@ -74,6 +81,8 @@ def recorded_fingerprint(folder: Any, recorded: Mapping[str, Any], current: Mapp
     the same pooling and max length (``current``), and the files unchanged since it was written
     (their digests from ``pending`` when the caller started them early)."""
     if not worth_hashing(folder, recorded) or any(recorded.get(key) != value for key, value in current.items()):
+        if pending is not None:
+            pending.wait()
         return None
     digests = pending.result() if pending is not None else file_digests(folder)
     return str(recorded["fingerprint"]) if digests == recorded[DIGESTS_KEY] else None

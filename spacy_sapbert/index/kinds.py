@@ -260,5 +260,5 @@ def promote_rows(scores: np.ndarray, found: np.ndarray, promoted: Sequence[Optio
 
 
 __all__ = ["FAST_SCAN_BITS", "INDEX_KINDS", "blas_distances", "check_divides", "check_kind", "configure_search",
-           "faiss_module", "make_faiss_index", "plain_search", "pq_rows_searcher", "pq_searcher", "promote_rows", "rerank_exact",
-           "searcher_for"]
+           "faiss_module", "make_faiss_index", "plain_search", "pq_rows_searcher", "pq_searcher", "promote_rows",
+           "rerank_exact", "searcher_for"]

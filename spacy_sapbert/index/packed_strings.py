@@ -6,7 +6,9 @@ which happens to a few thousand names per corpus (the candidates re-scored, the 
 equals). The index writes its tables with ``json.dumps(…, ensure_ascii=False)``: a name holding no
 character JSON escapes lies between two quotes, names are separated by ``", "``, and the offsets are
 where the quotes are. A file with a backslash anywhere (an escaped quote, a control character), or
-written with other separators, is read with ``json.loads`` instead.
+written with other separators, is read with ``json.loads`` instead. The packed reading checks less than
+``json.loads`` would (a raw control character passes; a byte that is not UTF-8 fails when its name is read),
+which the index's own writer never produces.
 """
 from __future__ import annotations
 

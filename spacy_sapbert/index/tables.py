@@ -15,6 +15,7 @@ import numpy as np
 
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+from spacy_sapbert.util.hashed_strings import string_hashes
 
 Tables = Tuple[List[str], List[str], np.ndarray]
 """(distinct names, distinct concept IDs, rows): row ``i`` is (name number, concept number)."""
@@ -87,7 +88,7 @@ class NameRows:
         """``names``: the distinct names; ``name_of_row``: each row's name number (the tables' ``rows[:, 0]``)."""
         self._names = names
         self._name_numbers = name_of_row
-        hashes = np.fromiter(map(hash, names), dtype=np.int64, count=len(names))
+        hashes = string_hashes(names, unique=False)
         self._by_hash = np.argsort(hashes, kind="stable")
         self._hashes = hashes[self._by_hash]
         self._row_order = np.argsort(self._name_numbers, kind="stable")
@@ -100,7 +101,7 @@ class NameRows:
         """Per text, the number of the name it is (``None``: no name)."""
         if not len(self._hashes):
             return [None] * len(texts)
-        keys = np.fromiter(map(hash, texts), dtype=np.int64, count=len(texts))
+        keys = string_hashes(texts, unique=False)
         at = np.searchsorted(self._hashes, keys).tolist()
         found: List[Optional[int]] = []
         for text, key, i in zip(texts, keys.tolist(), at):

@@ -56,7 +56,7 @@ class Gazetteer:
 
     def _set_names(self, pieces: Iterable[Tuple[str, Sequence[str]]]) -> None:
         """The lookup arrays from ``(label, names)`` pieces (a label may come in several; one with no
-        names still makes the label one of the gazetteer's). The names are hashed piece by piece and
+        names still makes the label one of this object's, though its file, which lists names, will not hold it). The names are hashed piece by piece and
         dropped: the default's 286,177 names read whole into lists for this made a transient of about
         80 MB when the NER first ran; a piece at a time it is the file's text and the arrays."""
         keys: Dict[str, List[np.ndarray]] = {}
@@ -86,8 +86,7 @@ class Gazetteer:
                 raise _NotInBlocks
             self._set_names(_block_pieces(raw))
         except _NotInBlocks:
-            text = decode_text(raw, path).replace("\r\n", "\n")
-            self._set_names(_label_lines(text, Path(path)).items())
+            self._set_names(label_name_lists(decode_text(raw, path), path).items())
 
     def __len__(self) -> int:
         return sum(len(keys) for keys in self._names.values())
@@ -99,7 +98,11 @@ class Gazetteer:
 
     def __setstate__(self, state: Dict[str, bytes]) -> None:
         self._file = state["file"]
-        self._read(gzip.decompress(self._file), FILE_NAME)
+        raw = gzip.decompress(self._file)
+        if raw:
+            self._read(raw, FILE_NAME)
+        else:  # an empty gazetteer's file (a file read from disk is never empty: read_text says so)
+            self._set_names(())
 
     @property
     def n_features(self) -> int:
@@ -222,7 +225,8 @@ def label_name_lists(text: str, path: PathLike) -> Dict[str, List[str]]:
 
 
 PIECE_CHARS = 1 << 18
-"""A label's block of lines is split into pieces of about this many characters (whole lines)."""
+"""A label's block of lines is split into pieces of about this many characters (bytes, when the file's bytes are
+read), each of whole lines."""
 
 
 class _NotInBlocks(Exception):

@@ -71,9 +71,9 @@ def exclusion(label: Any, wording: Any, path: Union[str, Path, None] = None, lin
               ) -> Exclusion:
     """One checked (label, wording), the wording normalised as the pipe compares it; an
     :class:`InputError` naming the file and line otherwise."""
-    if not isinstance(label, str) or not label.strip() or "\t" in label:
-        raise InputError(f"an exclusion's label is a non-empty text without tabs, got {label!r}", path, line,
-                         field="label")
+    if not isinstance(label, str) or not label.strip() or any(c in label for c in "\t\n\r"):
+        raise InputError(f"an exclusion's label is a non-empty text without tabs or line breaks, got {label!r}",
+                         path, line, field="label")
     if not isinstance(wording, str) or not wording.split() or "\t" in wording:
         raise InputError(f"an exclusion's wording is a non-empty text without tabs, got {wording!r}", path, line,
                          field="wording")
@@ -152,7 +152,8 @@ class DictionaryEntities:
 
     @property
     def patterns(self) -> List[Pattern]:
-        """The listed wordings' patterns, in the order added (a new list of new dicts at each call)."""
+        """The listed wordings' patterns, in the order added: a new list of new dicts at each call (parsed from
+        their JSON), so changing it changes nothing: :meth:`add_patterns` adds."""
         return [json.loads(text) for text in self._patterns]
 
     def add_patterns(self, patterns: Iterable[Pattern]) -> None:
@@ -177,8 +178,7 @@ class DictionaryEntities:
 
     @exclusions.setter
     def exclusions(self, exclusions: Iterable[Exclusion]) -> None:
-        self._excluded = HashedStrings()
-        self.add_exclusions(exclusions)
+        self._excluded = HashedStrings("\t".join(exclusion(label, wording)) for label, wording in exclusions)
 
     def add_exclusions(self, exclusions: Iterable[Exclusion]) -> None:
         """(label, wording) pairs whose NER entities are removed (see the module's docstring)."""

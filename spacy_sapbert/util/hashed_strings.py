@@ -46,6 +46,7 @@ class HashedStrings:
         self._hashes = string_hashes(strings)
 
     def __contains__(self, text: object) -> bool:
+        # one text: a scalar search (member() of one key costs three times as much, and growth asks often)
         if not isinstance(text, str) or not len(self._hashes):
             return False
         at = int(np.searchsorted(self._hashes, hash(text)))
@@ -59,6 +60,7 @@ class HashedStrings:
         return iter(self._text.split("\n") if self._text else ())
 
     def union(self, strings: Iterable[str]) -> "HashedStrings":
+        """A new set of these strings and ``strings`` (made whole again: add many at once, not one by one)."""
         return HashedStrings([*self, *strings])
 
     def __getstate__(self) -> Dict[str, str]:

@@ -106,7 +106,6 @@ def read_bytes(path: PathLike) -> bytes:
 def read_text(path: PathLike) -> str:
     """A whole (possibly gzipped) UTF-8 text file, a byte-order mark dropped; a corrupt stream, a
     non-UTF-8 byte (with its line) or an empty file is an :class:`InputError`."""
-    path = existing_file(path)
     return decode_text(read_bytes(path), path)
 
 

@@ -80,8 +80,13 @@ def test_the_recorded_fingerprint_is_taken_only_while_the_files_are_the_recorded
     from spacy_sapbert.encoding.recorded import DIGESTS_KEY, PendingDigests, file_digests, recorded_fingerprint
 
     taken = []
-    monkeypatch.setattr(encoder_module, "recorded_fingerprint",
-                        lambda *args: taken.append(recorded_fingerprint(*args)) or taken[-1])
+
+    def spy(*args):
+        assert isinstance(args[3], PendingDigests)  # the digests were started before the weights loaded
+        taken.append(recorded_fingerprint(*args))
+        return taken[-1]
+
+    monkeypatch.setattr(encoder_module, "recorded_fingerprint", spy)
     folder = shutil.copytree(resolve_model_path(DEFAULT_MODEL), tmp_path / "model")
     settings = json.loads((folder / "sapbert.json").read_text())
     assert PendingDigests(folder).result() == file_digests(folder) == settings[DIGESTS_KEY]
@@ -95,6 +100,10 @@ def test_the_recorded_fingerprint_is_taken_only_while_the_files_are_the_recorded
     assert recorded_fingerprint(folder, settings, current, PendingDigests(folder)) is None
     edited = Encoder(folder, device="cpu", dtype="bfloat16", backend="native", half_linears=True)
     assert taken[-1] is None and edited.fingerprint == settings["fingerprint"]  # the weights hashed: the same
+    from spacy_sapbert.encoding.recorded import worth_hashing
+
+    assert worth_hashing(folder, settings, {"pooling": settings["pooling"], "max_length": None})
+    assert not worth_hashing(folder, settings, {"pooling": "cls" if settings["pooling"] != "cls" else "mean"})
     pending = PendingDigests(tmp_path / "gone")
     with pytest.raises(OSError):
         pending.result()

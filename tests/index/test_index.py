@@ -392,28 +392,31 @@ def test_a_filtered_pq_search_scans_the_allowed_codes_alone_with_the_full_indexs
     assert rows.pq_codes(other.index)[0] is not allowed
 
 
-@pytest.mark.parametrize("count", [1, 31, 32, 33, 100])
-def test_allowed_rows_are_packed_for_fast_scan_as_faiss_packs_a_copy_of_their_codes(flat, count):
+@pytest.mark.parametrize("count", [1, 31, 32, 33, 64, 65, 500])
+def test_allowed_rows_are_packed_for_fast_scan_as_faiss_packs_a_copy_of_their_codes(count):
     """pq_rows_searcher packs the rows' 4-bit codes block by block: the same bytes (a short last block padded with
     zero codes) and answers as FAISS's fast-scan constructor over an IndexPQ holding a copy of those codes."""
     import faiss
 
     from spacy_sapbert.index.kinds import pq_rows_searcher
 
-    pq = flat.convert("pq", pq_m=4, pq_bits=4)
-    full = faiss.downcast_index(pq.index)
-    rows = np.sort(np.random.RandomState(count).choice(len(pq), size=min(count, len(pq)), replace=False))
+    rng = np.random.default_rng(count)
+    vectors = rng.standard_normal((700, 16)).astype(np.float32)
+    full = faiss.IndexPQ(16, 8, 4, faiss.METRIC_INNER_PRODUCT)
+    full.train(vectors)
+    full.add(vectors)
+    rows = np.sort(rng.choice(len(vectors), size=count, replace=False))
     codes = faiss.rev_swig_ptr(full.codes.data(), full.ntotal * full.code_size).reshape(full.ntotal, full.code_size)
     copy = faiss.IndexPQ(full.d, full.pq.M, full.pq.nbits, full.metric_type)
     copy.pq, copy.is_trained = full.pq, True
     copy.add_sa_codes(np.ascontiguousarray(codes[rows]))
     want = faiss.IndexPQFastScan(copy)
-    got = pq_rows_searcher(pq.index, rows)
+    got = pq_rows_searcher(full, rows)
     assert isinstance(got, faiss.IndexPQFastScan) and (got.ntotal, got.ntotal2) == (want.ntotal, want.ntotal2)
     assert bytes(faiss.rev_swig_ptr(got.codes.data(), got.codes.size())) == \
         bytes(faiss.rev_swig_ptr(want.codes.data(), want.codes.size()))
-    queries = flat.vectors()[:5]
-    assert all(np.array_equal(a, b) for a, b in zip(got.search(queries, 3), want.search(queries, 3)))
+    queries = vectors[:7]
+    assert all(np.array_equal(a, b) for a, b in zip(got.search(queries, 5), want.search(queries, 5)))
 
 
 def test_a_flat_index_searched_in_bf16_gives_the_float32_answers(flat, encoder):

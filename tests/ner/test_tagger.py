@@ -151,8 +151,13 @@ def test_gazetteer_read_a_piece_at_a_time_holds_what_it_holds_read_whole(nlp, tm
     names = [("DISEASE", f"disease number {i}") for i in range(40)] + [("CHEMICAL", f"drug {i} α") for i in range(30)]
     Gazetteer.from_names(names, nlp.tokenizer).to_disk(tmp_path)
     whole = Gazetteer.from_disk(tmp_path)
-    monkeypatch.setattr(gazetteer_module, "PIECE_CHARS", 20)
-    pieces = Gazetteer.from_disk(tmp_path)
+    def no_fallback(*args):
+        raise AssertionError("read line by line")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(gazetteer_module, "PIECE_CHARS", 60)  # pieces of two or three lines
+        patched.setattr(gazetteer_module, "_label_lines", no_fallback)
+        pieces = Gazetteer.from_disk(tmp_path)
     assert pieces.labels == whole.labels == ("CHEMICAL", "DISEASE") and len(pieces) == 70
     for table in ("_names", "_firsts", "_lengths"):
         for label in whole.labels:
@@ -165,6 +170,10 @@ def test_gazetteer_read_a_piece_at_a_time_holds_what_it_holds_read_whole(nlp, tm
     (tmp_path / "bad" / "gazetteer.tsv.gz").write_bytes(gzip.compress(b"DISEASE\tgout\nDISEASE\tg\xffut\n"))
     with pytest.raises(InputError, match=r"gazetteer.tsv.gz:2"):
         Gazetteer.from_disk(tmp_path / "bad")
+    import pickle
+
+    empty = pickle.loads(pickle.dumps(Gazetteer({})))  # an empty gazetteer's file is empty: it still unpickles
+    assert empty.labels == () and len(empty) == 0 and empty.features(nlp("gout")) == [0]
 
 
 def test_gazetteer_pickled_into_another_process_hashes_its_names_there(nlp, tmp_path):

@@ -165,3 +165,13 @@ def test_bad_exclusions_are_named_by_file_and_line(tmp_path):
         read_exclusions(path)
     with pytest.raises(InputError, match="label"):
         spacy.blank("en").add_pipe("dictionary_entities").add_exclusions([("", "acute")])
+
+
+def test_exclusions_replaced_whole_or_not_at_all_and_a_label_with_a_line_break_is_refused():
+    nlp = spacy.blank("en")
+    pipe = nlp.add_pipe("dictionary_entities")
+    pipe.exclusions = [("DISEASE", "Acute  pain"), ("CHEMICAL", "lithium")]
+    assert pipe.exclusions == [("DISEASE", "acute pain"), ("CHEMICAL", "lithium")]
+    with pytest.raises(InputError, match="line breaks"):
+        pipe.exclusions = [("DISEASE", "gout"), ("DIS\nEASE", "gout")]
+    assert pipe.exclusions == [("DISEASE", "acute pain"), ("CHEMICAL", "lithium")]  # the old ones kept
