@@ -20,9 +20,22 @@ import numpy as np
 QUOTE, COMMA, SPACE = ord('"'), ord(","), ord(" ")
 
 
-class PackedStrings(Sequence[str]):
-    """Strings in one UTF-8 buffer: string ``i`` is ``data[starts[i]:ends[i]]``. Equal to a list or
-    tuple of the same strings."""
+class ListLike(Sequence[str]):
+    """A read-only sequence of strings kept some compact way, equal to a list or tuple (or another one) of the
+    same strings, as the lists it stands in for were; unhashable, as they were."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, tuple, ListLike)):
+            return len(self) == len(other) and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class PackedStrings(ListLike):
+    """Strings in one UTF-8 buffer: string ``i`` is ``data[starts[i]:ends[i]]``."""
 
     __slots__ = ("_data", "_starts", "_ends")
 
@@ -41,13 +54,6 @@ class PackedStrings(Sequence[str]):
         data = self._data
         for start, end in zip(self._starts.tolist(), self._ends.tolist()):
             yield data[start:end].decode("utf-8")
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (list, tuple, PackedStrings)):
-            return len(self) == len(other) and list(self) == list(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return f"PackedStrings({len(self)} strings, {len(self._data)} bytes)"
@@ -84,4 +90,4 @@ def as_list(strings: Sequence[str]) -> List[str]:
     return strings if isinstance(strings, list) else list(strings)
 
 
-__all__ = ["PackedStrings", "as_list", "json_string_list"]
+__all__ = ["ListLike", "PackedStrings", "as_list", "json_string_list"]
