@@ -124,11 +124,14 @@ def kb_add_mentions(
 
 def annotated_names_from_corpora(corpora: Sequence[Path], kb: Optional[KnowledgeBase] = None) -> "AnnotatedNames":
     """What the training mentions of the PubTator ``corpora`` were linked to, wording by wording
-    (made as :func:`add_training_mentions` makes its names: abbreviations expanded, normalised);
-    with ``kb``, also the crosswalk of the annotated IDs it lacks (``AnnotatedNames.crosswalk``)."""
+    (made as :func:`add_training_mentions` makes its names: abbreviations expanded, normalised), and
+    the whole wording of each coordinated mention with all its IDs; with ``kb``, also the crosswalk of
+    the annotated IDs it lacks (``AnnotatedNames.crosswalk``)."""
     from spacy_sapbert.linking.annotated_names import AnnotatedNames
 
-    table = AnnotatedNames.from_pairs((gid, name) for gid, name, _ in _training_names(corpora)[1])
+    queries, names = _training_names(corpora)
+    table = AnnotatedNames.from_pairs(((gid, name) for gid, name, _ in names),
+                                      ((q.gold, q.expanded) for q in queries if q.is_composite))
     table.sources = [Path(path).name for path in corpora]
     if kb is not None:
         table.crosswalk(kb)
@@ -148,7 +151,9 @@ def annotated_names(
         table = annotated_names_from_corpora(corpora, KnowledgeBase.from_jsonl(kb_file) if kb_file else None)
         table.to_disk(output)
         mentions = sum(sum(ids.values()) for ids in table.names.values())
-        typer.echo(f"{output}: {len(table)} wordings from {mentions} training mentions; "
+        coordinated = sum(sum(found.values()) for found in table.composites.values())
+        typer.echo(f"{output}: {len(table)} wordings from {mentions} training mentions (or their parts) and "
+                   f"{len(table.composites)} from {coordinated} coordinated mentions; "
                    f"{len(table.former_ids)} former IDs matched to KB concepts")
 
 

@@ -11,8 +11,16 @@ most annotated concept first, scored by the rule of succession, ``(votes + 1) / 
 (2 of 2 mentions: 0.75; 1 of 1: 0.67; 1 of 2: 0.5). Measured on BC5CDR dev and NCBI test in
 docs/ner.md.
 
+A coordinated mention is one span with several IDs: BC5CDR links "hemorrhagic cystitis" to Hemorrhage
+and Cystitis (6 of its 6 training mentions), and "cholestatic hepatitis" to Cholestasis and Hepatitis.
+Its wording votes for that set of concepts; where the set wins, a span with the wording states each of
+its concepts as a part (the pipe's ``split_composites``: ``span._.kb_ents_parts``), as a span whose text
+the coordination rules split does (:mod:`spacy_sapbert.linking.composite`). Single and coordinated
+votes of one wording are counted together.
+
 The file keeps the annotated IDs as written (JSON, ``{"format_version": 1, "names": {wording:
-{id: count}}, "former_ids": {id: kb id}, "sources": [file name]}``); they are resolved against the KB
+{id: count}}, "composites": {wording: [{"ids": [id, …], "count": n}]}, "former_ids": {id: kb id},
+"sources": [file name]}``; ``composites`` may be absent); they are resolved against the KB
 the linker uses when the table is attached, so a KB swap re-resolves them, IDs one KB lacks are dropped (counted), and
 IDs of one concept vote together. ``former_ids`` is the crosswalk :meth:`AnnotatedNames.crosswalk`
 finds for a KB: an annotated ID that KB lacks, whose wordings are names of exactly one of its
@@ -27,7 +35,7 @@ import json
 import logging
 from collections import Counter
 from pathlib import Path
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.kb.normalize import normalize
@@ -38,29 +46,47 @@ logger = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 FILE_NAME = "annotated_names.json"
+Composite = Tuple[str, ...]
+"""The IDs of one coordinated mention (two or more, none twice), in the corpus's order."""
+Decision = Tuple[str, float, frozenset]
+"""(concept ID, score, its KB types)."""
 
 
 class AnnotatedNames:
     """Normalised wording → annotation counts per ID; :meth:`for_kb` turns them into decisions."""
 
     def __init__(self, names: Mapping[str, Mapping[str, int]], former_ids: Optional[Mapping[str, str]] = None,
-                 sources: Sequence[str] = ()) -> None:
+                 sources: Sequence[str] = (), composites: Optional[Mapping[str, Mapping[Composite, int]]] = None
+                 ) -> None:
         self.names: Dict[str, Dict[str, int]] = {key: dict(ids) for key, ids in names.items() if key and ids}
+        self.composites: Dict[str, Dict[Composite, int]] = {
+            key: {tuple(ids): n for ids, n in found.items()} for key, found in (composites or {}).items() if key and found}
+        """Wording → how often coordinated mentions with it were annotated with each set of IDs."""
         self.former_ids: Dict[str, str] = dict(former_ids or {})
         self.sources: List[str] = list(sources)
         """The annotated files the counts come from (file names), for the model card; may be empty."""
-        self._decided: Dict[str, Tuple[str, float, frozenset]] = {}
+        self._decided: Dict[str, Decision] = {}
+        self._decided_parts: Dict[str, Tuple[Tuple[Decision, ...], float]] = {}
         self._kb: Optional[KnowledgeBase] = None
 
     @classmethod
-    def from_pairs(cls, pairs: Iterable[Tuple[str, str]]) -> "AnnotatedNames":
-        """From (annotated ID, mention text) pairs; texts are normalised here."""
+    def from_pairs(cls, pairs: Iterable[Tuple[str, str]],
+                   composite_pairs: Iterable[Tuple[Sequence[str], str]] = ()) -> "AnnotatedNames":
+        """From (annotated ID, mention text) pairs and (annotated IDs, mention text) pairs of coordinated
+        mentions (an ID given twice counts once; one ID left is a single pair); texts are normalised here."""
         names: Dict[str, Counter] = {}
+        composites: Dict[str, Counter] = {}
         for concept_id, text in pairs:
             key = normalize(text)
             if key and concept_id:
                 names.setdefault(key, Counter())[concept_id] += 1
-        return cls(names)
+        for ids, text in composite_pairs:
+            key, distinct = normalize(text), tuple(dict.fromkeys(i for i in ids if i))
+            if key and len(distinct) > 1:
+                composites.setdefault(key, Counter())[distinct] += 1
+            elif key and distinct:
+                names.setdefault(key, Counter())[distinct[0]] += 1
+        return cls(names, composites=composites)
 
     def __len__(self) -> int:
         return len(self.names)
@@ -79,38 +105,73 @@ class AnnotatedNames:
 
     def for_kb(self, kb: KnowledgeBase) -> "AnnotatedNames":
         """Resolve every ID through ``kb`` (after adding the crosswalk's former IDs to it) and keep,
-        per wording, its most annotated concept (none on a tie)."""
-        decided: Dict[str, Tuple[str, float, frozenset]] = {}
+        per wording, its most annotated concept or set of concepts (none on a tie)."""
+        decided: Dict[str, Decision] = {}
+        decided_parts: Dict[str, Tuple[Tuple[Decision, ...], float]] = {}
         dropped = ties = 0
         for former, concept_id in self.former_ids.items():
             kb.add_former_id(former, concept_id)
-        for key, ids in self.names.items():
-            votes: Counter = Counter()
-            for any_id, count in ids.items():
+
+        def decision(concept_id: str, score: float) -> Decision:
+            return concept_id, score, frozenset(kb.types_of(concept_id) or ())
+
+        for key in sorted(set(self.names) | set(self.composites)):
+            votes: Counter = Counter()  # a concept ID, or a tuple of them for a coordinated mention
+            for any_id, count in self.names.get(key, {}).items():
                 owner = kb.resolve_id(any_id)
                 if owner is None:
                     dropped += count
                     continue
                 votes[owner] += count
+            for ids, count in self.composites.get(key, {}).items():
+                owners = [kb.resolve_id(any_id) for any_id in ids]
+                if None in owners:
+                    dropped += count
+                    continue
+                distinct = tuple(dict.fromkeys(owners))  # two IDs of one concept
+                votes[distinct if len(distinct) > 1 else distinct[0]] += count
             ranked = votes.most_common(2)
             if not ranked:
                 continue
             if len(ranked) > 1 and ranked[1][1] == ranked[0][1]:
                 ties += 1
                 continue
-            concept_id, count = ranked[0]
-            total = sum(ids.values())
-            decided[key] = (concept_id, (count + 1) / (total + 2), frozenset(kb.types_of(concept_id) or ()))
+            winner, count = ranked[0]
+            total = sum(self.names.get(key, {}).values()) + sum(self.composites.get(key, {}).values())
+            score = (count + 1) / (total + 2)
+            if isinstance(winner, tuple):
+                decided_parts[key] = (tuple(decision(concept_id, score) for concept_id in winner), score)
+            else:
+                decided[key] = decision(winner, score)
         if dropped or ties:
-            logger.info("annotated names: %d wordings decide a concept of %s; %d annotations name IDs it lacks, "
-                        "%d wordings are tied", len(decided), kb.name, dropped, ties)
-        self._decided, self._kb = decided, kb
+            logger.info("annotated names: %d wordings decide a concept of %s and %d a coordinated set; %d annotations "
+                        "name IDs it lacks, %d wordings are tied", len(decided), kb.name, len(decided_parts),
+                        dropped, ties)
+        self._decided, self._decided_parts, self._kb = decided, decided_parts, kb
         return self
 
     def lookup(self, text: str) -> Optional[Tuple[str, float]]:
         """(concept_id, score) the annotations decide for ``text``, or None; needs :meth:`for_kb` first."""
         found = self._decided.get(normalize(text))
         return (found[0], found[1]) if found else None
+
+    def parts(self, queries: Sequence[str], types: Optional[Sequence[Optional[frozenset]]],
+              thresholds: Sequence[Optional[float]]) -> List[Optional[List[Tuple[str, float]]]]:
+        """Per query, the concepts annotators linked its wording to as one coordinated mention, each with
+        the table's score, or None: none decided, a concept outside the query's ``types``, or the score
+        below its threshold. Needs :meth:`for_kb` first."""
+        if self._kb is None:
+            raise RuntimeError("AnnotatedNames.parts before for_kb(kb)")
+        out: List[Optional[List[Tuple[str, float]]]] = []
+        for i, (query, threshold) in enumerate(zip(queries, thresholds)):
+            found = self._decided_parts.get(normalize(query)) if self._decided_parts else None
+            allowed = types[i] if types is not None else None
+            if (found is None or (threshold is not None and found[1] < threshold)
+                    or (allowed is not None and not all(types_of & allowed for _, _, types_of in found[0]))):
+                out.append(None)
+                continue
+            out.append([(concept_id, score) for concept_id, score, _ in found[0]])
+        return out
 
     def apply(self, queries: Sequence[str], types: Optional[Sequence[Optional[frozenset]]],
               results: Sequence[Candidates], threshold: Optional[float], limit: int) -> List[Candidates]:
@@ -138,6 +199,8 @@ class AnnotatedNames:
 
         data = {"format_version": FORMAT_VERSION,
                 "names": {key: dict(sorted(ids.items())) for key, ids in sorted(self.names.items())},
+                **({"composites": {key: [{"ids": list(ids), "count": n} for ids, n in sorted(found.items())]
+                                   for key, found in sorted(self.composites.items())}} if self.composites else {}),
                 "former_ids": dict(sorted(self.former_ids.items())),
                 **({"sources": self.sources} if self.sources else {})}
         return atomic_write_text(path, json.dumps(data, ensure_ascii=False, indent=0) + "\n")
@@ -156,13 +219,38 @@ class AnnotatedNames:
                                                     for k, v in ids.items()):
                 raise InputError(f"names[{key!r}] must map IDs to positive counts, got {ids!r}", path,
                                  field=f"names.{key}")
+        composites = _read_composites(data.get("composites", {}), path)
         former = data.get("former_ids", {})
         if not isinstance(former, dict) or not all(isinstance(v, str) for v in former.values()):
             raise InputError("'former_ids' must map IDs to KB concept IDs", path, field="former_ids")
         sources = data.get("sources", [])
         if not isinstance(sources, list) or not all(isinstance(v, str) for v in sources):
             raise InputError("'sources' must be a list of file names", path, field="sources")
-        return cls(names, former, sources)
+        return cls(names, former, sources, composites)
+
+
+def _read_composites(composites: Any, path: Union[str, Path]) -> Dict[str, Dict[Composite, int]]:
+    """The file's ``composites``: wording → [{"ids": [two or more distinct IDs], "count": n > 0}, …]."""
+    from spacy_sapbert.errors import InputError
+
+    if not isinstance(composites, dict):
+        raise InputError("'composites' must be an object of wording → [{\"ids\": [id, …], \"count\": n}]", path,
+                         field="composites")
+    out: Dict[str, Dict[Composite, int]] = {}
+    for key, entries in composites.items():
+        found: Dict[Composite, int] = {}
+        for entry in entries if isinstance(entries, list) else [entries]:
+            ids = entry.get("ids") if isinstance(entry, dict) else None
+            count = entry.get("count") if isinstance(entry, dict) else None
+            if (not isinstance(ids, list) or len(ids) < 2 or len(set(ids)) != len(ids)
+                    or not all(isinstance(i, str) and i for i in ids)
+                    or not isinstance(count, int) or isinstance(count, bool) or count <= 0 or tuple(ids) in found
+                    or not isinstance(entries, list)):
+                raise InputError(f"composites[{key!r}] must be a list of {{\"ids\": [two or more distinct IDs], "
+                                 f"\"count\": n > 0}}, each set once; got {entries!r}", path, field=f"composites.{key}")
+            found[tuple(ids)] = count
+        out[key] = found
+    return out
 
 
 __all__ = ["AnnotatedNames", "FILE_NAME", "FORMAT_VERSION"]

@@ -14,7 +14,9 @@ picks the KB types it may link to (``label_to_types``; by default a DISEASE span
 diseases and phenotypes only), also when it is a short form linked through its long form.
 With ``split_composites``, a coordinated span ("renal or hepatic toxicity") also links each
 concept it names (:mod:`spacy_sapbert.linking.composite`): ``span._.<extension>_parts`` =
-``[(part text, [(concept_id, score), …]), …]``, empty for other spans.
+``[(part text, [(concept_id, score), …]), …]``, empty for other spans; a span whose wording the
+annotated-names table links as one coordinated mention ("hemorrhagic cystitis") gets the table's concepts
+as its parts, each under its preferred name.
 """
 from __future__ import annotations
 
@@ -41,8 +43,8 @@ from spacy_sapbert.linking.linker import Candidates, Linker
 from spacy_sapbert.linking.rerank.stage import ContextReranking
 from spacy_sapbert.linking.stages import (DEFAULT_STAGES, STAGE_CONFIG, Mentions, check_stages, mention_thresholds,
                                           run_stages)
-from spacy_sapbert.pipes.linker_spans import (add_composite_parts, parts_extension, span_queries, warn_missing_group,
-                                              with_parts, write_candidates)
+from spacy_sapbert.pipes.linker_spans import (add_composite_parts, annotated_parts, parts_extension, span_queries,
+                                              warn_missing_group, with_parts, write_candidates)
 from spacy_sapbert.pipes.linker_config import ensure_extension, record_in_config, setting_attributes, settings_signature
 from spacy_sapbert.linking.settings import (DEFAULT_CONFIG, FACTORY_DEFAULT_CONFIG, LIVE_SETTINGS, SETTING_RULES, LinkerSettings,
                        SettingError, check_setting, check_settings)
@@ -235,6 +237,9 @@ class SapBertLinker(Pipe):
             results = run_stages(self.stages, linker, self.reranking, self.annotated_table,
                                  Mentions(spans, texts, types), thresholds)
         linked = with_parts(results, texts, owners, whole)
+        if texts and self.settings.split_composites and self.annotated_table is not None:
+            annotated_parts(linked, texts[:whole], types[:whole] if types is not None else None, thresholds[:whole],
+                            self.annotated_table, linker.kb)
         out, offset = [], 0
         for _, queries, _ in queries_per_doc:
             out.append(linked[offset:offset + len(queries)])

@@ -62,6 +62,79 @@ def test_an_id_the_kb_lacks_is_matched_by_its_wordings_and_resolves_once_attache
     assert kb.resolve("D009203").concept_id == "D009203"
 
 
+def coordinated() -> AnnotatedNames:
+    """'heart and kidney failure' annotated twice as two concepts, once as one; 'diabetic nephropathy' as a
+    pair and as one concept, once each (a tie); one pair names an ID the KB lacks."""
+    singles = [("D051437", "heart and kidney failure"), ("D003924", "diabetic nephropathy"), ("D009103", "ms lesions")]
+    pairs = [(("D009203", "D051437"), "Heart and kidney failure"), (("D009203", "D051437"), "heart and kidney failure"),
+             (("D003924", "D007674"), "diabetic nephropathy"), (("D009203", "C999999"), "heart and old failure"),
+             (("D009103", "D009103"), "MS lesions"), (("D006886", "OMIM:114480"), "HCQ and breast cancer")]
+    return AnnotatedNames.from_pairs(singles, pairs).for_kb(small_kb())
+
+
+def test_a_coordinated_annotation_votes_for_its_concepts_together():
+    names = coordinated()
+    # 2 votes of 3 for the pair: its concepts are the parts, scored (2+1)/(3+2), and the wording decides no concept
+    assert names.parts(["heart and kidney failure"], None, [None]) == [
+        [("D009203", pytest.approx(3 / 5)), ("D051437", pytest.approx(3 / 5))]]
+    assert names.lookup("heart and kidney failure") is None
+    assert names.parts(["diabetic nephropathy", "heart and old failure", "renal failure"], None, [None] * 3) == [
+        None, None, None]  # a tie; an ID the KB lacks; no coordinated annotation
+    # one ID given twice is one concept: a single vote (with the single one, 2 of 2)
+    assert names.lookup("MS lesions") == ("D009103", pytest.approx(3 / 4))
+    # a part of each type: a DISEASE span gets none of them, a span of any type both
+    assert names.parts(["HCQ and breast cancer"] * 2, [DISEASE, None], [None, None]) == [
+        None, [("D006886", pytest.approx(2 / 3)), ("D001943|OMIM:114480", pytest.approx(2 / 3))]]
+    # below its threshold the table says nothing
+    assert names.parts(["heart and kidney failure"] * 2, [DISEASE, DISEASE], [0.61, 0.6]) == [
+        None, [("D009203", pytest.approx(0.6)), ("D051437", pytest.approx(0.6))]]
+    with pytest.raises(RuntimeError, match="for_kb"):
+        AnnotatedNames({}).parts(["x"], None, [None])
+
+
+def test_coordinated_annotations_round_trip_and_their_errors_name_the_entry(tmp_path):
+    path = tmp_path / "names.json"
+    coordinated().to_disk(path)
+    again = AnnotatedNames.from_disk(path)
+    assert again.composites == coordinated().composites
+    assert again.composites["heart and kidney failure"] == {("D009203", "D051437"): 2}
+    assert again.for_kb(small_kb()).parts(["heart and kidney failure"], None, [None]) == coordinated().parts(
+        ["heart and kidney failure"], None, [None])
+    table().to_disk(path)
+    assert "composites" not in json.loads(path.read_text(encoding="utf-8"))  # a table without any writes none
+    for bad in ({"x": [{"ids": ["D1"], "count": 1}]}, {"x": [{"ids": ["D1", "D1"], "count": 1}]},
+                {"x": [{"ids": ["D1", "D2"], "count": 0}]}, {"x": {"ids": ["D1", "D2"], "count": 1}},
+                {"x": [{"ids": ["D1", "D2"], "count": 1}, {"ids": ["D1", "D2"], "count": 2}]}):
+        path.write_text(json.dumps({"format_version": 1, "names": {}, "composites": bad}), encoding="utf-8")
+        with pytest.raises(InputError) as err:
+            AnnotatedNames.from_disk(path)
+        assert err.value.field == "composites.x" and "names.json" in str(err.value)
+    path.write_text(json.dumps({"format_version": 1, "names": {}, "composites": []}), encoding="utf-8")
+    with pytest.raises(InputError) as err:
+        AnnotatedNames.from_disk(path)
+    assert err.value.field == "composites"
+
+
+def test_the_pipe_states_a_coordinated_annotation_as_parts(tiny_bert, tmp_path):
+    kb_file = write_small_kb(tmp_path)
+    names_file = tmp_path / "names.json"
+    coordinated().to_disk(names_file)
+
+    def parts(split: bool, text: str = "heart and kidney failure") -> list:
+        nlp = spacy.blank("en")
+        nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert), "kb": str(kb_file), "pooling": "mean",
+                                               "annotated_names": str(names_file), "split_composites": split,
+                                               "threshold": 0.5})
+        doc = nlp.make_doc(text)
+        doc.ents = [Span(doc, 0, len(doc), label="DISEASE")]
+        return nlp.get_pipe("sapbert_linker")(doc).ents[0]._.kb_ents_parts
+
+    assert parts(True) == [("Myocardial Infarction", [("D009203", pytest.approx(0.6))]),
+                           ("Renal Insufficiency", [("D051437", pytest.approx(0.6))])]
+    assert parts(False) == []  # parts are split_composites' to give
+    assert parts(True, "diabetic nephropathy") == []
+
+
 def test_round_trip_and_errors_name_the_file(tmp_path):
     path = tmp_path / "names.json"
     written = table()

@@ -88,7 +88,10 @@ def _annotation_parts(report: Dict[str, Any]) -> Tuple[List[str], str, str]:
              + excluded + grown],
             f" Last stage: the annotated names of {found['wordings']:,} training wordings ({sources}: a "
             "span with an annotated wording gets its most annotated concept first; "
-            f"{found['former_ids']} MeSH 2015 IDs matched to their 2024 concepts).",
+            + (f"{found['coordinated_wordings']:,} wordings of coordinated mentions, one span annotated with several "
+               "concepts (\"hemorrhagic cystitis\": Hemorrhage and Cystitis), give a span with the wording those "
+               "concepts as its parts where they win its votes; " if found.get("coordinated_wordings") else "")
+            + f"{found['former_ids']} MeSH 2015 IDs matched to their 2024 concepts).",
             "\nspacy project run annotations && spacy project run package-annotations")
 
 

@@ -67,6 +67,7 @@ def add_annotations(pipeline: PathLike, names: PathLike, patterns: PathLike, out
     growth = read_grow_names(grow_names) if grow_names else NameGrowth()
     ruler.add_grow_names(growth.pairs())
     report["annotations"] = {"annotated_names": str(names), "wordings": len(table),
+                             "coordinated_wordings": len(table.composites),
                              "former_ids": len(table.former_ids), "sources": table.sources, "ruler_patterns": str(patterns),
                              "patterns": len(found), "extend": extend, "exclusions": len(excluded),
                              "exclusions_file": str(exclusions) if exclusions else None,
