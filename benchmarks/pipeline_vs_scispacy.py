@@ -133,7 +133,8 @@ def score_system(nlp: Any, system: str, documents: List[Any], corpus: Path) -> A
     label_map, labels = (BC5CDR_LABELS, sorted(set(BC5CDR_LABELS.values()))) if bc5cdr else (NCBI_LABELS, [DISEASE])
     wanted = {k: v for k, v in label_map.items() if v in labels}
     thresholds = own_thresholds(pipe, labels)
-    table = score(collect(nlp, documents, labels, kb, linker), gold_sets(documents, wanted, kb), labels, thresholds)
+    table = score(collect(nlp, documents, labels, kb, linker, at_zero=False), gold_sets(documents, wanted, kb), labels,
+                  thresholds)
     return {label: {level: prf.to_dict() for level, prf in levels.items()} for label, levels in table.items()}, \
         thresholds if getattr(pipe, "label_thresholds", None) else pipe.threshold
 

@@ -70,7 +70,7 @@ def main() -> None:
     kb = linker.kb
     documents = list(read_pubtator(args.corpus))
     labels = sorted(set(BC5CDR_LABELS.values()))
-    entities = collect(nlp, documents, labels, kb)
+    entities = collect(nlp, documents, labels, kb, at_zero=False)
     thresholds = own_thresholds(linker, labels)
     spans, pairs, concepts, _ = gold_sets(documents, BC5CDR_LABELS, kb)
     text = {d.pmid: d.text for d in documents}

@@ -129,9 +129,21 @@ def annotated_names_from_corpora(corpora: Sequence[Path], kb: Optional[Knowledge
     the annotated IDs it lacks (``AnnotatedNames.crosswalk``)."""
     from spacy_sapbert.linking.annotated_names import AnnotatedNames
 
+    from spacy_sapbert.kb.normalize import normalize
+
     queries, names = _training_names(corpora)
-    table = AnnotatedNames.from_pairs(((gid, name) for gid, name, _ in names),
-                                      ((q.gold, q.expanded) for q in queries if q.is_composite))
+    # BC5CDR gives some coordinated mentions a part that is the whole wording ("angiosarcoma of the liver":
+    # Angiosarcoma | Liver Neoplasms, parts "Angiosarcoma" and "Angiosarcoma of the liver"): the mention votes
+    # once, for its set, not also for that part's concept
+    whole_parts = Counter((gid, normalize(part)) for q in queries if q.is_composite and q.parts_aligned
+                          for gid, part in zip(q.gold, q.parts) if normalize(part) == normalize(q.expanded))
+    singles = []
+    for gid, name, _ in names:
+        if whole_parts[(gid, normalize(name))] > 0:
+            whole_parts[(gid, normalize(name))] -= 1
+            continue
+        singles.append((gid, name))
+    table = AnnotatedNames.from_pairs(singles, ((q.gold, q.expanded) for q in queries if q.is_composite))
     table.sources = [Path(path).name for path in corpora]
     if kb is not None:
         table.crosswalk(kb)

@@ -66,7 +66,7 @@ class AnnotatedNames:
         self.sources: List[str] = list(sources)
         """The annotated files the counts come from (file names), for the model card; may be empty."""
         self._decided: Dict[str, Decision] = {}
-        self._decided_parts: Dict[str, Tuple[Tuple[Decision, ...], float]] = {}
+        self._decided_parts: Dict[str, Tuple[Decision, ...]] = {}
         self._kb: Optional[KnowledgeBase] = None
 
     @classmethod
@@ -89,7 +89,8 @@ class AnnotatedNames:
         return cls(names, composites=composites)
 
     def __len__(self) -> int:
-        return len(self.names)
+        """The wordings the table has votes for, single or coordinated."""
+        return len(set(self.names) | set(self.composites))
 
     # -- decisions against one KB -----------------------------------------------------
     def crosswalk(self, kb: KnowledgeBase) -> Dict[str, str]:
@@ -105,9 +106,11 @@ class AnnotatedNames:
 
     def for_kb(self, kb: KnowledgeBase) -> "AnnotatedNames":
         """Resolve every ID through ``kb`` (after adding the crosswalk's former IDs to it) and keep,
-        per wording, its most annotated concept or set of concepts (none on a tie)."""
+        per wording, its most annotated concept or set of concepts (none on a tie). A set votes
+        whatever the order of its IDs (BC5CDR and BioRED write one pair in either order), and its
+        parts come in the order most of its mentions give."""
         decided: Dict[str, Decision] = {}
-        decided_parts: Dict[str, Tuple[Tuple[Decision, ...], float]] = {}
+        decided_parts: Dict[str, Tuple[Decision, ...]] = {}
         dropped = ties = 0
         for former, concept_id in self.former_ids.items():
             kb.add_former_id(former, concept_id)
@@ -116,7 +119,8 @@ class AnnotatedNames:
             return concept_id, score, frozenset(kb.types_of(concept_id) or ())
 
         for key in sorted(set(self.names) | set(self.composites)):
-            votes: Counter = Counter()  # a concept ID, or a tuple of them for a coordinated mention
+            votes: Counter = Counter()  # a concept ID, or a frozenset of them for a coordinated mention
+            orders: Dict[frozenset, Counter] = {}  # a set → how often each order of it was annotated
             for any_id, count in self.names.get(key, {}).items():
                 owner = kb.resolve_id(any_id)
                 if owner is None:
@@ -129,7 +133,11 @@ class AnnotatedNames:
                     dropped += count
                     continue
                 distinct = tuple(dict.fromkeys(owners))  # two IDs of one concept
-                votes[distinct if len(distinct) > 1 else distinct[0]] += count
+                if len(distinct) == 1:
+                    votes[distinct[0]] += count
+                    continue
+                votes[frozenset(distinct)] += count
+                orders.setdefault(frozenset(distinct), Counter())[distinct] += count
             ranked = votes.most_common(2)
             if not ranked:
                 continue
@@ -139,8 +147,8 @@ class AnnotatedNames:
             winner, count = ranked[0]
             total = sum(self.names.get(key, {}).values()) + sum(self.composites.get(key, {}).values())
             score = (count + 1) / (total + 2)
-            if isinstance(winner, tuple):
-                decided_parts[key] = (tuple(decision(concept_id, score) for concept_id in winner), score)
+            if isinstance(winner, frozenset):
+                decided_parts[key] = tuple(decision(c, score) for c in orders[winner].most_common(1)[0][0])
             else:
                 decided[key] = decision(winner, score)
         if dropped or ties:
@@ -159,19 +167,28 @@ class AnnotatedNames:
               thresholds: Sequence[Optional[float]]) -> List[Optional[List[Tuple[str, float]]]]:
         """Per query, the concepts annotators linked its wording to as one coordinated mention, each with
         the table's score, or None: none decided, a concept outside the query's ``types``, or the score
-        below its threshold. Needs :meth:`for_kb` first."""
+        below its threshold (then what the dense linker and the coordination rules found stands, as
+        for a single concept in :meth:`apply`). Needs :meth:`for_kb` first."""
         if self._kb is None:
             raise RuntimeError("AnnotatedNames.parts before for_kb(kb)")
         out: List[Optional[List[Tuple[str, float]]]] = []
         for i, (query, threshold) in enumerate(zip(queries, thresholds)):
             found = self._decided_parts.get(normalize(query)) if self._decided_parts else None
-            allowed = types[i] if types is not None else None
-            if (found is None or (threshold is not None and found[1] < threshold)
-                    or (allowed is not None and not all(types_of & allowed for _, _, types_of in found[0]))):
-                out.append(None)
-                continue
-            out.append([(concept_id, score) for concept_id, score, _ in found[0]])
+            fits = found is not None and _fits(found, types[i] if types is not None else None, threshold)
+            out.append([(concept_id, score) for concept_id, score, _ in found] if fits and found else None)
         return out
+
+    def write_parts(self, results: Sequence[Any], queries: Sequence[str],
+                    types: Optional[Sequence[Optional[frozenset]]], thresholds: Sequence[Optional[float]]) -> None:
+        """Give each result (a span's ``SpanCandidates``) whose query :meth:`parts` decides those concepts
+        as its ``parts``, each under its preferred name, in place of what the coordination rules split."""
+        for result, found in zip(results, self.parts(queries, types, thresholds)):
+            if found:
+                result.parts = [(self._name(concept_id), [(concept_id, score)]) for concept_id, score in found]
+
+    def _name(self, concept_id: str) -> str:
+        concept = self._kb.get(concept_id) if self._kb is not None else None
+        return concept.canonical_name if concept is not None else concept_id
 
     def apply(self, queries: Sequence[str], types: Optional[Sequence[Optional[frozenset]]],
               results: Sequence[Candidates], threshold: Optional[float], limit: int) -> List[Candidates]:
@@ -182,9 +199,7 @@ class AnnotatedNames:
         out: List[Candidates] = []
         for i, (query, found) in enumerate(zip(queries, results)):
             decided = self._decided.get(normalize(query))
-            allowed = types[i] if types is not None else None
-            if (decided is None or (allowed is not None and not (decided[2] & allowed))
-                    or (threshold is not None and decided[1] < threshold)):
+            if decided is None or not _fits((decided,), types[i] if types is not None else None, threshold):
                 out.append(list(found))
                 continue
             concept_id, score = decided[0], decided[1]
@@ -229,6 +244,12 @@ class AnnotatedNames:
         return cls(names, former, sources, composites)
 
 
+def _fits(decisions: Sequence[Decision], allowed: Optional[frozenset], threshold: Optional[float]) -> bool:
+    """Every decided concept has one of the span's ``allowed`` types (None: any) and a score reaching ``threshold``."""
+    return all((allowed is None or types_of & allowed) and (threshold is None or score >= threshold)
+               for _, score, types_of in decisions)
+
+
 def _read_composites(composites: Any, path: Union[str, Path]) -> Dict[str, Dict[Composite, int]]:
     """The file's ``composites``: wording → [{"ids": [two or more distinct IDs], "count": n > 0}, …]."""
     from spacy_sapbert.errors import InputError
@@ -239,15 +260,15 @@ def _read_composites(composites: Any, path: Union[str, Path]) -> Dict[str, Dict[
     out: Dict[str, Dict[Composite, int]] = {}
     for key, entries in composites.items():
         found: Dict[Composite, int] = {}
-        for entry in entries if isinstance(entries, list) else [entries]:
+        for entry in entries if isinstance(entries, list) and entries else [None]:
             ids = entry.get("ids") if isinstance(entry, dict) else None
             count = entry.get("count") if isinstance(entry, dict) else None
-            if (not isinstance(ids, list) or len(ids) < 2 or len(set(ids)) != len(ids)
-                    or not all(isinstance(i, str) and i for i in ids)
-                    or not isinstance(count, int) or isinstance(count, bool) or count <= 0 or tuple(ids) in found
-                    or not isinstance(entries, list)):
-                raise InputError(f"composites[{key!r}] must be a list of {{\"ids\": [two or more distinct IDs], "
-                                 f"\"count\": n > 0}}, each set once; got {entries!r}", path, field=f"composites.{key}")
+            if (not isinstance(ids, list) or len(ids) < 2 or not all(isinstance(i, str) and i for i in ids)
+                    or len(set(ids)) != len(ids) or tuple(ids) in found
+                    or not isinstance(count, int) or isinstance(count, bool) or count <= 0):
+                raise InputError(f"composites[{key!r}] must be a non-empty list of {{\"ids\": [two or more distinct "
+                                 f"IDs], \"count\": n > 0}}, each list of IDs once; got {entries!r}", path,
+                                 field=f"composites.{key}")
             found[tuple(ids)] = count
         out[key] = found
     return out

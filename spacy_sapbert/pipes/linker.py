@@ -40,11 +40,12 @@ from spacy_sapbert.index.name_index import NameIndex
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.linking.annotated_names import AnnotatedNames
 from spacy_sapbert.linking.linker import Candidates, Linker
+from spacy_sapbert.linking.type_filter import TypeSet
 from spacy_sapbert.linking.rerank.stage import ContextReranking
 from spacy_sapbert.linking.stages import (DEFAULT_STAGES, STAGE_CONFIG, Mentions, check_stages, mention_thresholds,
                                           run_stages)
-from spacy_sapbert.pipes.linker_spans import (add_composite_parts, annotated_parts, parts_extension, span_queries,
-                                              warn_missing_group, with_parts, write_candidates)
+from spacy_sapbert.pipes.linker_spans import (add_composite_parts, parts_extension, span_queries, warn_missing_group,
+                                              with_parts, write_candidates)
 from spacy_sapbert.pipes.linker_config import ensure_extension, record_in_config, setting_attributes, settings_signature
 from spacy_sapbert.linking.settings import (DEFAULT_CONFIG, FACTORY_DEFAULT_CONFIG, LIVE_SETTINGS, SETTING_RULES, LinkerSettings,
                        SettingError, check_setting, check_settings)
@@ -227,6 +228,8 @@ class SapBertLinker(Pipe):
         whole = len(texts)
         owners: List[int] = []  # per coordinated part (linked after the spans), the span it belongs to
         results: List[Candidates] = []
+        types: Optional[List[Optional[TypeSet]]] = None
+        thresholds: List[Optional[float]] = []
         if texts:  # no spans: nothing loaded
             linker = self.linker
             types = linker.types_for(labels)
@@ -237,9 +240,9 @@ class SapBertLinker(Pipe):
             results = run_stages(self.stages, linker, self.reranking, self.annotated_table,
                                  Mentions(spans, texts, types), thresholds)
         linked = with_parts(results, texts, owners, whole)
-        if texts and self.settings.split_composites and self.annotated_table is not None:
-            annotated_parts(linked, texts[:whole], types[:whole] if types is not None else None, thresholds[:whole],
-                            self.annotated_table, linker.kb)
+        table = self.annotated_table if texts and self.settings.split_composites else None
+        if table is not None:  # a wording annotated as one coordinated mention: its concepts are the parts
+            table.write_parts(linked, texts[:whole], types[:whole] if types is not None else None, thresholds[:whole])
         out, offset = [], 0
         for _, queries, _ in queries_per_doc:
             out.append(linked[offset:offset + len(queries)])

@@ -12,8 +12,6 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from spacy.tokens import Doc, Span, SpanGroup
 
-from spacy_sapbert.kb.knowledge_base import KnowledgeBase
-from spacy_sapbert.linking.annotated_names import AnnotatedNames
 from spacy_sapbert.linking.composite import composite_parts
 from spacy_sapbert.linking.linker import Candidates, Linker
 from spacy_sapbert.linking.type_filter import TypeSet
@@ -59,22 +57,6 @@ def with_parts(results: Sequence[Candidates], texts: Sequence[str], owners: Sequ
     for owner, text, result in zip(owners, texts[whole:], results[whole:]):
         linked[owner].parts.append((text, list(result)))
     return linked
-
-
-def annotated_parts(linked: Sequence[SpanCandidates], texts: Sequence[str], types: Optional[Sequence[Optional[TypeSet]]],
-                    thresholds: Sequence[Optional[float]], table: AnnotatedNames, kb: KnowledgeBase) -> None:
-    """Where annotators linked a span's wording as one coordinated mention (BC5CDR's "hemorrhagic
-    cystitis": Hemorrhage and Cystitis), its parts become those concepts, each under its preferred name, in
-    place of what the coordination rules split (as a single annotated concept comes before the dense
-    linker's: :meth:`~spacy_sapbert.linking.annotated_names.AnnotatedNames.parts`)."""
-    for result, found in zip(linked, table.parts(texts, types, thresholds)):
-        if found:
-            result.parts = [(_name(kb, concept_id), [(concept_id, score)]) for concept_id, score in found]
-
-
-def _name(kb: KnowledgeBase, concept_id: str) -> str:
-    concept = kb.get(concept_id)
-    return concept.canonical_name if concept is not None else concept_id
 
 
 def span_queries(spans: List[Span], resolve_abbreviations: bool = True) -> Tuple[List[Span], List[str], List[str]]:
@@ -125,4 +107,4 @@ def warn_missing_group(pipe_name: str, spans_key: str, doc: Doc) -> None:
                    f"its groups: {groups}" if groups else "it has no span groups")
 
 
-__all__ = ["SpanCandidates", "add_composite_parts", "annotated_parts", "parts_extension", "with_parts", "span_queries", "warn_missing_group", "write_candidates"]
+__all__ = ["SpanCandidates", "add_composite_parts", "parts_extension", "with_parts", "span_queries", "warn_missing_group", "write_candidates"]

@@ -102,7 +102,8 @@ def test_coordinated_annotations_round_trip_and_their_errors_name_the_entry(tmp_
         ["heart and kidney failure"], None, [None])
     table().to_disk(path)
     assert "composites" not in json.loads(path.read_text(encoding="utf-8"))  # a table without any writes none
-    for bad in ({"x": [{"ids": ["D1"], "count": 1}]}, {"x": [{"ids": ["D1", "D1"], "count": 1}]},
+    for bad in ({"x": [{"ids": ["D1"], "count": 1}]}, {"x": [{"ids": ["D1", "D1"], "count": 1}]}, {"x": []},
+                {"x": [{"ids": [["D1"], "D2"], "count": 1}]}, {"x": [{"ids": ["D1", "D2"], "count": True}]},
                 {"x": [{"ids": ["D1", "D2"], "count": 0}]}, {"x": {"ids": ["D1", "D2"], "count": 1}},
                 {"x": [{"ids": ["D1", "D2"], "count": 1}, {"ids": ["D1", "D2"], "count": 2}]}):
         path.write_text(json.dumps({"format_version": 1, "names": {}, "composites": bad}), encoding="utf-8")
@@ -115,16 +116,30 @@ def test_coordinated_annotations_round_trip_and_their_errors_name_the_entry(tmp_
     assert err.value.field == "composites"
 
 
+def test_a_table_of_coordinated_wordings_alone_is_a_table(tmp_path):
+    only = AnnotatedNames({}, composites={"heart and kidney failure": {("D009203", "D051437"): 1,
+                                                                       ("D051437", "D009203"): 2}})
+    assert len(only) == 1  # not an empty table: the pipe keeps it and saves it
+    # both orders vote together (3 of 3); the parts come in the order most mentions give
+    assert only.for_kb(small_kb()).parts(["heart and kidney failure"], None, [None]) == [
+        [("D051437", pytest.approx(4 / 5)), ("D009203", pytest.approx(4 / 5))]]
+    path = tmp_path / "only.json"
+    only.to_disk(path)
+    first = path.read_bytes()
+    AnnotatedNames.from_disk(path).to_disk(path)
+    assert path.read_bytes() == first  # read and written again, byte for byte
+
+
 def test_the_pipe_states_a_coordinated_annotation_as_parts(tiny_bert, tmp_path):
     kb_file = write_small_kb(tmp_path)
     names_file = tmp_path / "names.json"
     coordinated().to_disk(names_file)
 
-    def parts(split: bool, text: str = "heart and kidney failure") -> list:
+    def parts(split: bool, text: str = "heart and kidney failure", threshold: float = 0.5) -> list:
         nlp = spacy.blank("en")
         nlp.add_pipe("sapbert_linker", config={"model": str(tiny_bert), "kb": str(kb_file), "pooling": "mean",
                                                "annotated_names": str(names_file), "split_composites": split,
-                                               "threshold": 0.5})
+                                               "threshold": threshold})
         doc = nlp.make_doc(text)
         doc.ents = [Span(doc, 0, len(doc), label="DISEASE")]
         return nlp.get_pipe("sapbert_linker")(doc).ents[0]._.kb_ents_parts
@@ -132,6 +147,8 @@ def test_the_pipe_states_a_coordinated_annotation_as_parts(tiny_bert, tmp_path):
     assert parts(True) == [("Myocardial Infarction", [("D009203", pytest.approx(0.6))]),
                            ("Renal Insufficiency", [("D051437", pytest.approx(0.6))])]
     assert parts(False) == []  # parts are split_composites' to give
+    # the set below the threshold: what the coordination rules split stands
+    assert [text for text, _ in parts(True, threshold=0.61)] == ["heart failure", "kidney failure"]
     assert parts(True, "diabetic nephropathy") == []
 
 

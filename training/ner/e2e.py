@@ -24,13 +24,12 @@ from spacy.language import Language
 from spacy.tokens import Doc
 import spacy.util
 from spacy.util import filter_spans
-from tqdm import tqdm
 
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.kb.matching import concept_key
 from ..corpora import Document
-from .e2e_table import collect, gold_sets, own_thresholds, score, stated, sweep, table_rows, thresholds_at
+from .e2e_table import collect_runs, gold_sets, own_thresholds, score, stated, sweep, table_rows, thresholds_at
 from .scores import PRF
 
 logger = logging.getLogger(__name__)
@@ -178,12 +177,13 @@ def evaluate_e2e(nlp: Language, documents: Sequence[Document], label_map: Mappin
     pipe = nlp.get_pipe(LINKER_PIPE)
     threshold, label_thresholds = pipe.threshold, pipe.label_thresholds
     at = own_thresholds(pipe, labels)
-    entities = collect(nlp, documents, labels, kb, LINKER_PIPE)
+    runs = (False, True) if thresholds else (False,)  # at the pipe's thresholds; at 0 for the sweep
+    entities, *at_zero = collect_runs(nlp, documents, labels, kb, LINKER_PIPE, runs)
     predicted = {(e.pmid, e.start, e.end, concept) for e in entities for concept in stated(e, at)}
     accuracy, counted = gold_span_accuracy(nlp, documents, wanted, kb)
     result = E2EResult(name, len(documents), len(gold), score_pairs(gold, predicted, no_id), accuracy, counted,
                        threshold, score(entities, gold_table, labels, at),
-                       sweep(entities, gold_table, labels, thresholds) if thresholds else None, label_thresholds)
+                       sweep(at_zero[0], gold_table, labels, thresholds) if thresholds else None, label_thresholds)
     logger.info("%s", result.summary())
     return result
 

@@ -81,7 +81,7 @@ def test_a_linker_with_one_threshold_attribute_is_collected_at_zero_and_given_ba
     from spacy.tokens import Span
 
     from spacy_sapbert.training.corpora import Document, Mention
-    from spacy_sapbert.training.ner.e2e_table import collect, thresholds_at
+    from spacy_sapbert.training.ner.e2e_table import collect, collect_runs, thresholds_at
 
     class OneThreshold:
         def __init__(self) -> None:
@@ -104,6 +104,15 @@ def test_a_linker_with_one_threshold_attribute_is_collected_at_zero_and_given_ba
     (entity,) = collect(nlp, [document], ["DISEASE"], None, linker="one_threshold_linker_test")
     assert (entity.concept, entity.score, entity.parts) == ("D1", 0.5, ()) and linker.seen == [0.0]
     assert linker.threshold == 0.7
+    # at its own threshold, as a user runs it; both runs from one pass of the pipes before the linker
+    before = []
+    Language.component("count_docs_e2e_test", func=lambda doc: before.append(doc.text) or doc)
+    nlp.add_pipe("count_docs_e2e_test", before="one_threshold_linker_test")
+    own, zero = collect_runs(nlp, [document, document], ["DISEASE"], None, "one_threshold_linker_test", (False, True))
+    assert [(e.concept, e.score) for e in own] == [("", float("-inf"))] * 2 and [e.concept for e in zero] == ["D1"] * 2
+    assert linker.seen == [0.0, 0.7, 0.7, 0.0, 0.0] and linker.threshold == 0.7 and before == [document.text] * 2
+    (at_own,) = collect(nlp, [document], ["DISEASE"], None, linker="one_threshold_linker_test", at_zero=False)
+    assert at_own.concept == "" and linker.seen[-1] == 0.7
     with thresholds_at(linker, None):
         assert linker.threshold == float("-inf")
     assert linker.threshold == 0.7

@@ -13,11 +13,11 @@ from typer.testing import CliRunner
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.index.name_index import NameIndex
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
-from spacy_sapbert.training.kb_mentions import add_training_mentions
+from spacy_sapbert.training.kb_mentions import add_training_mentions, annotated_names_from_corpora
 from spacy_sapbert.training.package.build import build_default_pipeline
 from spacy_sapbert.training.package.swap_kb import replace_kb
 
-from tests.linker_fixtures import write_small_kb
+from tests.linker_fixtures import small_kb, write_small_kb
 from tests.training.package.test_package import _blank_ner
 
 FIX = Path(__file__).parents[2] / "fixtures" / "evaluate"
@@ -169,6 +169,38 @@ def test_replace_kb_sets_the_default_threshold_chosen_for_the_new_kb_and_drops_t
     assert "default_threshold" not in again
     assert spacy.load(package).get_pipe("sapbert_linker").threshold == again["calibration"]["threshold"]
     assert spacy.load(package).get_pipe("sapbert_linker").label_thresholds is None  # chosen on the old scores
+
+
+def _pubtator(pmid: str, title: str, abstract: str, mentions: list) -> str:
+    """A PubTator document whose mentions are (text, IDs, parts or None), each at its first place after the last."""
+    text, lines, at = f"{title} {abstract}", [f"{pmid}|t|{title}", f"{pmid}|a|{abstract}"], 0
+    for mention, ids, parts in mentions:
+        at = text.index(mention, at)
+        lines.append("\t".join([pmid, str(at), str(at + len(mention)), mention, "Disease", ids] + ([parts] if parts else [])))
+        at += len(mention)
+    return "\n".join(lines) + "\n\n"
+
+
+def test_a_coordinated_training_mention_votes_once_for_its_set_whatever_the_order_of_its_ids(tmp_path):
+    corpus = tmp_path / "train.PubTator.txt"
+    corpus.write_text(
+        # BC5CDR's 7th column can give a part that is the whole wording: that part casts no vote of its own
+        _pubtator("1", "Heart attack of the kidney.", "Kidney and heart failure was seen.",
+                  [("Heart attack of the kidney", "D009203|D007674", "Heart attack|Heart attack of the kidney"),
+                   ("Kidney and heart failure", "D051437|D009203", "Kidney failure|heart failure")])
+        # another corpus writes the same pair in the other order
+        + _pubtator("2", "Kidney and heart failure.", "None else.", [("Kidney and heart failure", "D009203|D051437", None)]),
+        encoding="utf-8")
+    table = annotated_names_from_corpora([corpus])
+    assert table.names.get("heart attack of the kidney") is None
+    assert table.names["heart attack"] == {"D009203": 1}  # the aligned part that is not the whole still counts
+    assert table.composites["heart attack of the kidney"] == {("D009203", "D007674"): 1}
+    assert table.composites["kidney and heart failure"] == {("D051437", "D009203"): 1, ("D009203", "D051437"): 1}
+    decided = table.for_kb(small_kb())
+    assert decided.parts(["Heart attack of the kidney", "kidney and heart failure"], None, [None, None]) == [
+        [("D009203", pytest.approx(2 / 3)), ("D007674", pytest.approx(2 / 3))],  # 1 of 1, not a tie with a part
+        [("D051437", pytest.approx(3 / 4)), ("D009203", pytest.approx(3 / 4))]]  # 2 of 2: both orders vote together
+    assert len(table) == len(set(table.names) | {"heart attack of the kidney", "kidney and heart failure"})
 
 
 def test_annotation_commands_write_new_files_from_the_training_mentions_and_never_overwrite(tmp_path):
