@@ -23,7 +23,7 @@ from typing import Dict, List, Sequence, Set, Tuple
 
 from spacy_sapbert.training.corpora import read_pubtator
 from spacy_sapbert.training.ner.data import BC5CDR_LABELS
-from spacy_sapbert.training.ner.e2e_table import Entity, collect, gold_sets, own_thresholds, stated
+from spacy_sapbert.training.ner.e2e_table import Entity, collect_runs, gold_sets, own_thresholds, stated
 from spacy_sapbert.training.ner.scores import PRF
 
 Concept = Tuple[str, str, str]  # (pmid, label, concept key)
@@ -70,7 +70,9 @@ def main() -> None:
     kb = linker.kb
     documents = list(read_pubtator(args.corpus))
     labels = sorted(set(BC5CDR_LABELS.values()))
-    entities = collect(nlp, documents, labels, kb, at_zero=False)
+    # stated at the pipe's thresholds (what it gives a user); a miss's cause read with the linker at 0, where an
+    # entity keeps the concept that its threshold dropped
+    entities, at_zero = collect_runs(nlp, documents, labels, kb, at_zero=(False, True))
     thresholds = own_thresholds(linker, labels)
     spans, pairs, concepts, _ = gold_sets(documents, BC5CDR_LABELS, kb)
     text = {d.pmid: d.text for d in documents}
@@ -84,7 +86,7 @@ def main() -> None:
         missed, extra = gold - found, found - gold
         tp = len(gold & found)
         print(f"{label}: document concepts TP {tp}, FP {len(extra)}, FN {len(missed)}")
-        for cause, n in miss_causes(missed, entities, mentions).most_common():
+        for cause, n in miss_causes(missed, at_zero, mentions).most_common():
             print(f"  missed, {cause}: {n}")
         label_spans = collections.defaultdict(list)
         for pmid, start, end, span_label in spans:

@@ -164,7 +164,7 @@ def annotated_names(
         table.to_disk(output)
         mentions = sum(sum(ids.values()) for ids in table.names.values())
         coordinated = sum(sum(found.values()) for found in table.composites.values())
-        typer.echo(f"{output}: {len(table)} wordings from {mentions} training mentions (or their parts) and "
+        typer.echo(f"{output}: {len(table.names)} wordings from {mentions} training mentions (or their parts) and "
                    f"{len(table.composites)} from {coordinated} coordinated mentions; "
                    f"{len(table.former_ids)} former IDs matched to KB concepts")
 

@@ -148,7 +148,10 @@ class AnnotatedNames:
             total = sum(self.names.get(key, {}).values()) + sum(self.composites.get(key, {}).values())
             score = (count + 1) / (total + 2)
             if isinstance(winner, frozenset):
-                decided_parts[key] = tuple(decision(c, score) for c in orders[winner].most_common(1)[0][0])
+                # the order most mentions give; on a tie the first in ID order, so a table read back from its
+                # file (written sorted) decides as the one it was written from
+                order = min(orders[winner].items(), key=lambda found: (-found[1], found[0]))[0]
+                decided_parts[key] = tuple(decision(c, score) for c in order)
             else:
                 decided[key] = decision(winner, score)
         if dropped or ties:

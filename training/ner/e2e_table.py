@@ -122,9 +122,10 @@ def collect_runs(nlp: Language, documents: Sequence[Document], labels: Sequence[
     runs: List[List[Entity]] = []
     for zero in at_zero:
         with thresholds_at(pipe, 0.0) if zero else nullcontext():
-            if last:
-                copies = (doc.copy() for doc in unlinked)
-                docs = pipe.pipe(copies, batch_size=32) if hasattr(pipe, "pipe") else map(pipe, copies)
+            if last:  # linked again in place: each run sets every entity's candidates and parts anew, and its
+                # entities are read before the next (no Doc.copy: it deep-copies user_data, and scispaCy's
+                # abbreviation detector keeps Span objects there, which cannot be copied)
+                docs = pipe.pipe(unlinked, batch_size=32) if hasattr(pipe, "pipe") else map(pipe, unlinked)
             else:
                 docs = nlp.pipe(texts, batch_size=32)
             linked = list(tqdm(docs, total=len(texts), desc="linking", unit="doc", leave=False))

@@ -119,6 +119,30 @@ def test_a_linker_with_one_threshold_attribute_is_collected_at_zero_and_given_ba
 
 
 @pytest.mark.filterwarnings("ignore:.*W036")  # scispaCy's abbreviation matcher starts empty
+def test_both_runs_link_the_same_documents_and_the_own_run_is_the_pipeline(kb, tiny_bert, tmp_path):
+    """scispaCy's abbreviation detector (as ``ner_linker_pipeline`` adds it) keeps Span objects in a Doc's
+    user_data, which ``Doc.copy`` cannot copy: the linker runs again on the same documents, and the run at the
+    pipe's own threshold reads what the pipeline gives a user."""
+    from spacy_sapbert.training.corpora import Document
+    from spacy_sapbert.training.ner.e2e_table import collect_runs
+
+    ner = scispacy_blank(split_hyphens=True)
+    ner.add_pipe("entity_ruler").add_patterns([{"label": "CHEMICAL", "pattern": [{"LOWER": {"IN": ["naloxone", "nx"]}}]}])
+    ner.to_disk(tmp_path / "ner")
+    kb.to_jsonl(tmp_path / "kb.jsonl")
+    nlp = ner_linker_pipeline(tmp_path / "ner", tmp_path / "kb.jsonl", model=str(tiny_bert),
+                              linker_config={"device": "cpu", "threshold": 0.999})
+    document = Document("1", "Naloxone (NX) reversed the seizures.", "NX was given again.", [])
+    own, zero = collect_runs(nlp, [document], ["CHEMICAL"], None, at_zero=(False, True))
+    doc = nlp(document.text)
+    assert doc._.abbreviations and not isinstance(doc._.abbreviations[0], dict)  # Spans, not their serialised form
+    assert [(e.start, e.end, e.concept) for e in own] == [
+        (ent.start_char, ent.end_char, ent._.kb_ents[0][0] if ent._.kb_ents else "") for ent in doc.ents]
+    assert [(e.start, e.end) for e in zero] == [(e.start, e.end) for e in own] and len(own) == 3
+    assert all(e.concept == "D009270" for e in zero)  # at 0 every span keeps its best
+
+
+@pytest.mark.filterwarnings("ignore:.*W036")  # scispaCy's abbreviation matcher starts empty
 def test_evaluate_e2e_with_a_rule_ner_and_the_linker(kb, tiny_bert, tmp_path):
     ner = scispacy_blank(split_hyphens=True)
     ruler = ner.add_pipe("entity_ruler")

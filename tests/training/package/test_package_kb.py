@@ -199,7 +199,13 @@ def test_a_coordinated_training_mention_votes_once_for_its_set_whatever_the_orde
     decided = table.for_kb(small_kb())
     assert decided.parts(["Heart attack of the kidney", "kidney and heart failure"], None, [None, None]) == [
         [("D009203", pytest.approx(2 / 3)), ("D007674", pytest.approx(2 / 3))],  # 1 of 1, not a tie with a part
-        [("D051437", pytest.approx(3 / 4)), ("D009203", pytest.approx(3 / 4))]]  # 2 of 2: both orders vote together
+        [("D009203", pytest.approx(3 / 4)), ("D051437", pytest.approx(3 / 4))]]  # 2 of 2: both orders vote together
+    # (one mention each: the first order by ID, the same after the table is written and read back)
+    table.to_disk(tmp_path / "names.json")
+    from spacy_sapbert.linking.annotated_names import AnnotatedNames
+
+    assert AnnotatedNames.from_disk(tmp_path / "names.json").for_kb(small_kb()).parts(
+        ["kidney and heart failure"], None, [None]) == decided.parts(["kidney and heart failure"], None, [None])
     assert len(table) == len(set(table.names) | {"heart attack of the kidney", "kidney and heart failure"})
 
 
