@@ -19,7 +19,7 @@ from spacy_sapbert.training.ner.scores import PRF
 REPO = Path(__file__).resolve().parents[3]
 
 TEXT = "Cocaine-induced seizures in rats. Naloxone reversed the seizures and the renal failure caused by cocaine."
-BC5CDR = f"""100|t|Cocaine-induced seizures in rats.
+BC5CDR = """100|t|Cocaine-induced seizures in rats.
 100|a|Naloxone reversed the seizures and the renal failure caused by cocaine.
 100\t0\t7\tCocaine\tChemical\tD003042
 100\t16\t24\tseizures\tDisease\tD012640

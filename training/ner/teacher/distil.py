@@ -26,7 +26,6 @@ import argparse
 import copy
 import json
 import logging
-import math
 import random
 import time
 from pathlib import Path
