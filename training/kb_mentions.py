@@ -127,22 +127,21 @@ def annotated_names_from_corpora(corpora: Sequence[Path], kb: Optional[Knowledge
     (made as :func:`add_training_mentions` makes its names: abbreviations expanded, normalised), and
     the whole wording of each coordinated mention with all its IDs; with ``kb``, also the crosswalk of
     the annotated IDs it lacks (``AnnotatedNames.crosswalk``)."""
-    from spacy_sapbert.linking.annotated_names import AnnotatedNames
-
     from spacy_sapbert.kb.normalize import normalize
+    from spacy_sapbert.linking.annotated_names import AnnotatedNames
 
     queries, names = _training_names(corpora)
     # BC5CDR gives some coordinated mentions a part that is the whole wording ("angiosarcoma of the liver":
     # Angiosarcoma | Liver Neoplasms, parts "Angiosarcoma" and "Angiosarcoma of the liver"): the mention votes
-    # once, for its set, not also for that part's concept
-    whole_parts = Counter((gid, normalize(part)) for q in queries if q.is_composite and q.parts_aligned
-                          for gid, part in zip(q.gold, q.parts) if normalize(part) == normalize(q.expanded))
+    # once, for its set, not also for that part's concept (parts and names are normalised already)
+    whole_parts = Counter((gid, part) for q in queries if q.is_composite and q.parts_aligned
+                          for gid, part in zip(q.gold, q.parts) if part == normalize(q.expanded))
     singles = []
     for gid, name, _ in names:
-        if whole_parts[(gid, normalize(name))] > 0:
-            whole_parts[(gid, normalize(name))] -= 1
-            continue
-        singles.append((gid, name))
+        if whole_parts[(gid, name)]:
+            whole_parts[(gid, name)] -= 1
+        else:
+            singles.append((gid, name))
     table = AnnotatedNames.from_pairs(singles, ((q.gold, q.expanded) for q in queries if q.is_composite))
     table.sources = [Path(path).name for path in corpora]
     if kb is not None:

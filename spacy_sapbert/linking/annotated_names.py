@@ -177,8 +177,10 @@ class AnnotatedNames:
         out: List[Optional[List[Tuple[str, float]]]] = []
         for i, (query, threshold) in enumerate(zip(queries, thresholds)):
             found = self._decided_parts.get(normalize(query)) if self._decided_parts else None
-            fits = found is not None and _fits(found, types[i] if types is not None else None, threshold)
-            out.append([(concept_id, score) for concept_id, score, _ in found] if fits and found else None)
+            if found is None or not _fits(found, types[i] if types is not None else None, threshold):
+                out.append(None)
+            else:
+                out.append([(concept_id, score) for concept_id, score, _ in found])
         return out
 
     def write_parts(self, results: Sequence[Any], queries: Sequence[str],
