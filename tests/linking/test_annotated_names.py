@@ -33,6 +33,20 @@ def test_votes_resolve_through_the_kb_and_score_by_the_rule_of_succession():
     assert names.lookup("aspirin") is None
 
 
+def test_a_wording_is_decided_when_asked_and_summary_decides_them_all():
+    names = table()
+    assert names._decisions == {}  # attaching the KB decides nothing
+    assert names.lookup("renal failure") == ("D051437", pytest.approx(3 / 5))
+    assert list(names._decisions) == ["renal failure"]  # the one asked, kept
+    # every wording: renal failure, HCQ, heart attack, breast cancer decide; MS is tied; old drug names an ID
+    # the KB lacks (one annotation)
+    assert names.summary() == {"concepts": 4, "coordinated_sets": 0, "tied": 1, "annotations_without_kb_id": 1}
+    assert names.lookup("renal failure") == ("D051437", pytest.approx(3 / 5))  # the same after summary
+    assert coordinated().summary()["coordinated_sets"] == 2
+    with pytest.raises(RuntimeError, match="for_kb"):
+        AnnotatedNames({"x": {"D1": 1}}).lookup("x")
+
+
 def test_apply_puts_the_annotated_concept_first_within_types_and_threshold():
     names = table()
     dense = [[("D007674", 0.9), ("D051437", 0.8)], [("D002738", 0.7)], [("D007674", 0.9)], [("D007674", 0.9)]]

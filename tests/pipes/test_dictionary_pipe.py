@@ -163,6 +163,15 @@ def test_bad_exclusions_are_named_by_file_and_line(tmp_path):
     path.write_text("DISEASE\t  \n", encoding="utf-8")
     with pytest.raises(InputError, match=r"exclusions.tsv:1.*wording"):
         read_exclusions(path)
+    path.write_text("DISEASE\tacute\n  \tacute\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"exclusions.tsv:2.*label"):
+        read_exclusions(path)
+    path.write_text("DISEASE\tacute\tpain\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"exclusions.tsv:1.*got 3 field"):
+        read_exclusions(path)
+    # read as exclusion() checks one: the wording normalised, the label stripped, Windows line ends, blank lines
+    path.write_bytes(b"# c\r\n DISEASE \t Acute  Pain\r\n\r\n  \nCHEMICAL\tLithium\n")
+    assert read_exclusions(path) == [("DISEASE", "acute pain"), ("CHEMICAL", "lithium")]
     with pytest.raises(InputError, match="label"):
         spacy.blank("en").add_pipe("dictionary_entities").add_exclusions([("", "acute")])
 

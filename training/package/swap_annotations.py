@@ -68,7 +68,8 @@ def add_annotations(pipeline: PathLike, names: PathLike, patterns: PathLike, out
     ruler.add_grow_names(growth.pairs())
     report["annotations"] = {"annotated_names": str(names), "wordings": len(table),
                              "coordinated_wordings": len(table.composites),
-                             "former_ids": len(table.former_ids), "sources": table.sources, "ruler_patterns": str(patterns),
+                             "former_ids": len(table.former_ids), "decided": table.summary(),
+                             "sources": table.sources, "ruler_patterns": str(patterns),
                              "patterns": len(found), "extend": extend, "exclusions": len(excluded),
                              "exclusions_file": str(exclusions) if exclusions else None,
                              "grow_names": len(growth), "grow_names_file": str(grow_names) if grow_names else None,
