@@ -32,7 +32,6 @@ for the concept and an evaluation against the old ID counts the new one right.
 from __future__ import annotations
 
 import json
-import logging
 from collections import Counter
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
@@ -42,7 +41,6 @@ from spacy_sapbert.kb.normalize import normalize
 from spacy_sapbert.linking.linker import Candidates
 from spacy_sapbert.util.jsonfile import read_json_object
 
-logger = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
 FILE_NAME = "annotated_names.json"
@@ -121,12 +119,9 @@ class AnnotatedNames:
         concept (a :data:`Decision`) or set of concepts (a tuple of them), or None (no vote for a concept
         of the KB, or a tie). A set votes whatever the order of its IDs (BC5CDR and BioRED write one
         pair in either order), and its parts come in the order most of its mentions give."""
-        try:
-            return self._decisions[key]
-        except KeyError:
-            pass
-        found = self._decisions[key] = self._count(key)[0]
-        return found
+        if key not in self._decisions:
+            self._decisions[key] = self._count(key)[0]
+        return self._decisions[key]
 
     def _count(self, key: str) -> Tuple[Optional[Union[Decision, Tuple[Decision, ...]]], int, bool]:
         """(decision, annotations naming IDs the KB lacks, tied) of one wording (:meth:`_decide`)."""
@@ -197,7 +192,8 @@ class AnnotatedNames:
         out: List[Optional[List[Tuple[str, float]]]] = []
         for i, (query, threshold) in enumerate(zip(queries, thresholds)):
             found = self._decide(normalize(query)) if self.composites else None
-            if found is None or not isinstance(found[0], tuple) or not _fits(found, types[i] if types is not None else None, threshold):
+            if (found is None or not isinstance(found[0], tuple)  # none, or a single concept
+                    or not _fits(found, types[i] if types is not None else None, threshold)):
                 out.append(None)
             else:
                 out.append([(concept_id, score) for concept_id, score, _ in found])
@@ -224,7 +220,8 @@ class AnnotatedNames:
         out: List[Candidates] = []
         for i, (query, found) in enumerate(zip(queries, results)):
             decided = self._decide(normalize(query))
-            if decided is None or isinstance(decided[0], tuple) or not _fits((decided,), types[i] if types is not None else None, threshold):
+            if (decided is None or isinstance(decided[0], tuple)  # none, or a coordinated set (write_parts)
+                    or not _fits((decided,), types[i] if types is not None else None, threshold)):
                 out.append(list(found))
                 continue
             concept_id, score = decided[0], decided[1]

@@ -157,18 +157,14 @@ def test_bad_exclusions_are_named_by_file_and_line(tmp_path):
     from spacy_sapbert.pipes.dictionary import read_exclusions
 
     path = tmp_path / "exclusions.tsv"
-    path.write_text("# comment\nDISEASE\tacute\nDISEASE acute\n", encoding="utf-8")
-    with pytest.raises(InputError, match=r"exclusions.tsv:3.*LABEL<TAB>wording"):
-        read_exclusions(path)
-    path.write_text("DISEASE\t  \n", encoding="utf-8")
-    with pytest.raises(InputError, match=r"exclusions.tsv:1.*wording"):
-        read_exclusions(path)
-    path.write_text("DISEASE\tacute\n  \tacute\n", encoding="utf-8")
-    with pytest.raises(InputError, match=r"exclusions.tsv:2.*label"):
-        read_exclusions(path)
-    path.write_text("DISEASE\tacute\tpain\n", encoding="utf-8")
-    with pytest.raises(InputError, match=r"exclusions.tsv:1.*got 3 field"):
-        read_exclusions(path)
+    bad = [("# comment\nDISEASE\tacute\nDISEASE acute\n", r"exclusions.tsv:3.*LABEL<TAB>wording"),
+           ("DISEASE\t  \n", r"exclusions.tsv:1.*wording"),
+           ("DISEASE\tacute\n  \tacute\n", r"exclusions.tsv:2.*label"),
+           ("DISEASE\tacute\tpain\n", r"exclusions.tsv:1.*got 3 field")]
+    for text, error in bad:
+        path.write_text(text, encoding="utf-8")
+        with pytest.raises(InputError, match=error):
+            read_exclusions(path)
     # read as exclusion() checks one: the wording normalised, the label stripped, Windows line ends, blank lines
     path.write_bytes(b"# c\r\n DISEASE \t Acute  Pain\r\n\r\n  \nCHEMICAL\tLithium\n")
     assert read_exclusions(path) == [("DISEASE", "acute pain"), ("CHEMICAL", "lithium")]
