@@ -9,8 +9,8 @@ packaged pipeline works with only ``spacy-sapbert`` installed and without import
 """
 from __future__ import annotations
 
+import re
 import warnings
-from re import Pattern
 from types import FunctionType, SimpleNamespace
 from typing import Any, Callable, Iterable
 
@@ -65,8 +65,12 @@ def create_scispacy_tokenizer(split_hyphens: bool = False) -> Callable[[Language
             # scispaCy's character classes trip a harmless "possible set union" FutureWarning.
             warnings.simplefilter("ignore", FutureWarning)
             tokenizer = build(bare)
+        infix_finditer = tokenizer.infix_finditer
+        pattern = infix_finditer.__self__.pattern  # type: ignore[attr-defined]
+        if split_hyphens and not pattern.endswith(f"|{HYPHEN_INFIX}"):  # a scispaCy that compiles otherwise
+            infix_finditer = re.compile(f"{pattern}|{HYPHEN_INFIX}").finditer
         kept = ScispacyTokenizer(nlp.vocab, prefix_search=tokenizer.prefix_search,
-                                 suffix_search=tokenizer.suffix_search, infix_finditer=tokenizer.infix_finditer,
+                                 suffix_search=tokenizer.suffix_search, infix_finditer=infix_finditer,
                                  token_match=tokenizer.token_match, url_match=tokenizer.url_match)
         # scispaCy's own order: the language's exceptions, then its abbreviations over them; set last,
         # so that the special cases load once (each affix set after them loads them all again)
@@ -81,10 +85,11 @@ def _with_hyphen_infix(combined_rule_tokenizer: Callable[[Any], Tokenizer]) -> C
     alternative: the same function run with an infix compiler that appends it, so the ~15,000-character
     infix pattern is compiled once (compiling scispaCy's and then the extended one again took ~40 ms of
     every load of the default). A copy of the function with its own globals: scispaCy's module is not
-    changed, for this or any other thread."""
+    changed, for this or any other thread. (A scispaCy that no longer compiles its infixes through that
+    name gets the hyphen infix appended after, as before.)"""
     from spacy.util import compile_infix_regex
 
-    def infixes_and_hyphen(entries: Iterable[str]) -> Pattern:
+    def infixes_and_hyphen(entries: Iterable[str]) -> re.Pattern:
         return compile_infix_regex([*entries, HYPHEN_INFIX])
 
     function = combined_rule_tokenizer

@@ -42,3 +42,15 @@ def test_the_default_pipelines_saved_tokenizer_is_the_state_its_factory_builds()
     built.vocab.from_bytes(nlp.vocab.to_bytes())
     assert built.tokenizer.to_bytes(exclude=["vocab"]) == nlp.tokenizer.to_bytes(exclude=["vocab"])
     assert nlp.tokenizer.to_bytes(exclude=["vocab"]) == saved  # as Language.to_disk writes it
+
+
+def test_a_scispacy_that_compiles_its_infixes_otherwise_still_gets_the_hyphen_infix(monkeypatch):
+    own = custom_tokenizer.combined_rule_tokenizer
+
+    def elsewhere(nlp):  # compiles through its own module's globals, which the copy does not replace
+        return own(nlp)
+
+    monkeypatch.setattr(custom_tokenizer, "combined_rule_tokenizer", elsewhere)
+    split = scispacy_blank(split_hyphens=True)
+    assert split.tokenizer.infix_finditer.__self__.pattern.endswith(f"|{HYPHEN_INFIX}")
+    assert [t.text for t in split("cocaine-induced")] == ["cocaine", "-", "induced"]
