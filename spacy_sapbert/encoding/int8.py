@@ -13,6 +13,8 @@ BC5CDR dev 88.34 → 88.33 (88.08 with them), NCBI test 82.00 → 81.89 (82.25).
 pipeline (``sapbert ner-e2e``) int8 cost 0.05-0.22 F1, and fresh processes annotating BC5CDR dev ran
 no faster (10.31 against 10.43 documents/s, medians of 3), so ``auto`` stays float32 there. The linker's
 encoder stays float32: under int8 its vectors moved to cosine 0.95-0.97 of float32's, too far for linking.
+With the 4-layer NER shipped since (an AVX2-only AMD EPYC, 2026-12-01) int8 ran the whole pipeline 1.20× faster,
+but NCBI test NER F1 fell 86.06 → 85.58 (docs/ner.md, "int8 on CPUs without native bf16"): ``auto`` still stays float32.
 
 Quantised layers hold no float weights, so a model is quantised only where it is used for
 inference; saving reads the float weights from its files again (the NER pipe's ``to_disk``).

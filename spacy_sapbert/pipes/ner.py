@@ -79,7 +79,7 @@ class TransformerNER(Pipe):
         settings = tagger_model.read_settings(folder)
         device = resolve_device(self.cfg["device"])
         dtype = check_dtype(self.cfg["precision"], "precision", int8=True)
-        if dtype == "auto":  # not int8: its NER gain did not show in whole-pipeline runs, its F1 cost did (int8.py)
+        if dtype == "auto":  # not int8: faster on AVX2-only CPUs, but it costs NER F1 (int8.py)
             dtype = auto_precision(device)
         if dtype == INT8 and device != "cpu":
             logger.warning("%s: int8 runs on CPU only; tagging in float32 on %s", self.name, device)
