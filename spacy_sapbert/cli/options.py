@@ -20,7 +20,8 @@ KB_HELP = "Knowledge base: a scispaCy JSONL file (.jsonl or .jsonl.gz)."
 INDEX_HELP = ("Name index folder from `sapbert index build`, of --model over --kb (without it, every KB name is "
               "encoded first).")
 DEVICE_HELP = "cpu, cuda, cuda:N or auto (default: auto, or a saved pipeline's own setting)."
-PRECISION_HELP = "auto (bf16 autocast on AMX CPUs, float16 on GPU), float32, bfloat16 or float16."
+PRECISION_HELP = ("auto (bf16 autocast on CPUs with AMX or AMD's AVX512-BF16, float16 on GPU), float32, bfloat16 "
+                  "or float16.")
 
 ModelOption = Annotated[str, typer.Option("--model", "-m", help=MODEL_HELP)]
 """The encoder; ``link`` and ``index build`` default to :data:`~spacy_sapbert.default.DEFAULT_MODEL`,

@@ -23,13 +23,14 @@ from spacy_sapbert.encoding.modelfiles import MINILM_ALIASES, SETTINGS_FILE, rea
 from spacy_sapbert.encoding.pooling import POOLINGS, check_pooling, pool, pool_packed
 from spacy_sapbert.encoding.recorded import PendingDigests, recorded_fingerprint, worth_hashing
 from spacy_sapbert.errors import InputError
-from spacy_sapbert.util.devices import DTYPE_CHOICES, check_dtype, cpu_has_native_bf16, resolve_device
+from spacy_sapbert.util.devices import DTYPE_CHOICES, check_dtype, cpu_has_native_bf16, cpu_prefers_bf16, resolve_device
 
 logger = logging.getLogger(__name__)
 
 # Re-exported: other modules import these from here.
 __all__ = ["BACKENDS", "DEFAULT_BATCH_SIZE", "DEFAULT_MAX_LENGTH", "DTYPE_CHOICES", "Encoder", "MINILM_ALIASES",
-           "POOLINGS", "SETTINGS_FILE", "check_dtype", "cpu_has_native_bf16", "read_settings", "resolve_model_path"]
+           "POOLINGS", "SETTINGS_FILE", "check_dtype", "cpu_has_native_bf16", "cpu_prefers_bf16", "read_settings",
+           "resolve_model_path"]
 
 PathLike = Union[str, Path]
 DEFAULT_MAX_LENGTH = 25
@@ -49,7 +50,7 @@ class Encoder:
     Texts are sorted by token length and, with the native backend, computed without padding
     (:mod:`~spacy_sapbert.encoding.packed`); inference runs under ``torch.inference_mode``.
     Precision (``dtype``): ``auto`` is float16 weights on a GPU,
-    bf16 autocast on a CPU that computes bf16 natively (AMX / AVX512-BF16; the weights stay
+    bf16 autocast on a CPU where bf16 beats float32 (AMX, or AVX512-BF16 on AMD; the weights stay
     float32; with ``half_linears``, for an encoder that only infers, the linear layers' are kept in
     bf16), float32 elsewhere. The weights, and so :attr:`fingerprint`, do not depend on it
     on CPU: an index built in float32 serves bf16 queries.
@@ -172,14 +173,15 @@ class Encoder:
         return state
 
     def _pick_dtype(self, dtype: Optional[str]) -> str:
-        """``auto``: float16 on a GPU, bf16 autocast on a CPU with native bf16, float32 elsewhere.
-        (``cpu_has_native_bf16`` is looked up in this module, where tests replace it.)"""
+        """``auto``: float16 on a GPU, bf16 autocast on a CPU where it beats float32, float32 elsewhere.
+        (``cpu_prefers_bf16`` and ``cpu_has_native_bf16`` are looked up in this module, where tests
+        replace them.)"""
         on_gpu = self.device.startswith("cuda")
         key = check_dtype(dtype)
         if key == "auto":
             if on_gpu:
                 return "float16"
-            return "bfloat16" if self.device == "cpu" and cpu_has_native_bf16() else "float32"
+            return "bfloat16" if self.device == "cpu" and cpu_prefers_bf16() else "float32"
         if on_gpu or key == "float32":
             return key
         if key == "bfloat16" and self.device == "cpu":

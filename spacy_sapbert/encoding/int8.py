@@ -1,6 +1,7 @@
 """Dynamic int8 inference: the ``int8`` precision of the NER on a CPU (an option: ``auto`` does not pick it).
 
-A CPU without native bf16 (AVX2 only, no AMX / AVX512-BF16) computes the models in float32.
+A CPU where bf16 is not the faster precision (AVX2 only, or AVX512-BF16 on an Intel CPU without
+AMX) computes the models in float32.
 There, int8 matrix multiplies (fbgemm) run ``nn.Linear`` layers faster: each weight matrix is
 quantised once, per output channel, when the model loads; each batch's activations are quantised
 on the fly with a scale of their own. Embeddings, LayerNorm, attention scores and GELU stay float32,

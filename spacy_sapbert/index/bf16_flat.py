@@ -1,7 +1,7 @@
-"""Exact search of a flat index through a bf16 matrix multiply, on CPUs that compute bf16 natively.
+"""Exact search of a flat index through a bf16 matrix multiply, on CPUs where bf16 beats float32.
 
 A flat search is one matrix multiply of the queries with every name vector, which FAISS does in
-float32. Where the CPU multiplies bf16 natively (AMX, AVX512-BF16: :func:`cpu_has_native_bf16`)
+float32. Where the CPU multiplies bf16 faster (AMX, or AVX512-BF16 on AMD: :func:`cpu_prefers_bf16`)
 the same product in bf16 runs faster (2,048 queries over MEDIC's 73,860 names on two AVX512-BF16
 cores: 0.51-0.61 s with the top-k, against FAISS's 0.76 s), and its scores are within
 :data:`ERROR_BOUND` of the float32 ones. So the best ``k +`` :data:`SHORTLIST_EXTRA` rows by bf16

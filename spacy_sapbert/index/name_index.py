@@ -28,7 +28,7 @@ from spacy_sapbert.index.refine import refine_scores
 from spacy_sapbert.index.row_filter import RowFilter, filtered_search
 from spacy_sapbert.index.tables import NameRows, RowValues, Tables, tables_of
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
-from spacy_sapbert.util.devices import cpu_has_native_bf16
+from spacy_sapbert.util.devices import cpu_prefers_bf16
 
 PathLike = Union[str, Path]
 
@@ -63,7 +63,7 @@ class NameIndex:
         self.bf16_search: Optional[bool] = None
         """Whether a ``flat`` index is searched through a bf16 matrix multiply with float32 re-scoring
         (:mod:`~spacy_sapbert.index.bf16_flat`: the same answers, a bf16 copy of the vectors beside them);
-        ``None``: where the CPU computes bf16 natively."""
+        ``None``: where bf16 beats float32 on this CPU (:func:`~spacy_sapbert.util.devices.cpu_prefers_bf16`)."""
         configure_search(self.index, str(manifest.get("kind", "")), manifest.get("params", {}))
 
     @classmethod
@@ -205,7 +205,7 @@ class NameIndex:
         key = (self.index, self.index.ntotal, self.bf16_search)
         made = self._made_searcher
         if made is None or made[0][0] is not self.index or made[0][1:] != key[1:]:
-            wanted = cpu_has_native_bf16() if self.bf16_search is None else self.bf16_search
+            wanted = cpu_prefers_bf16() if self.bf16_search is None else self.bf16_search
             self._made_searcher = (key, searcher_for(self.index, self.kind, bf16_flat=wanted))
         return self._made_searcher[1]
 

@@ -191,7 +191,7 @@ def test_link_throughput_benchmark_runs_where_auto_is_float32(tiny_bert, tmp_pat
     from spacy_sapbert.default import default_kb_path
     from tests.linker_fixtures import CONCEPTS
 
-    monkeypatch.setattr(encoder_module, "cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr(encoder_module, "cpu_prefers_bf16", lambda: False)
     model = _mean_model(tiny_bert, tmp_path)
     # scispaCy's TF-IDF needs more than a handful of names: some hundred concepts of the embedded KB
     ids = {c.concept_id for c in CONCEPTS}

@@ -185,6 +185,38 @@ def test_devices_and_dtypes(tiny_bert, caplog):
         Encoder(tiny_bert, device="cpu", dtype="int8")
 
 
+@pytest.mark.parametrize("amx, avx512_bf16, vendor, native, auto", [
+    (True, True, "GenuineIntel", True, "bfloat16"),  # Sapphire Rapids with AMX
+    (False, True, "GenuineIntel", True, "float32"),  # AVX512-BF16 without AMX: bf16 slower than float32
+    (False, True, "AuthenticAMD", True, "bfloat16"),  # Zen 4
+    (False, False, "AuthenticAMD", False, "float32"),  # AVX2 only
+])
+def test_auto_precision_is_bf16_only_where_it_beats_float32(monkeypatch, amx, avx512_bf16, vendor, native, auto):
+    import torch
+
+    from spacy_sapbert.util import devices
+
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx, raising=False)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16, raising=False)
+    monkeypatch.setattr(devices, "cpu_vendor", lambda: vendor)
+    assert devices.cpu_has_native_bf16() is native
+    assert (devices.auto_precision("cpu"), devices.auto_precision("cuda:0")) == (auto, "float16")
+
+
+def test_cpu_vendor_is_read_from_cpuinfo(tmp_path, monkeypatch):
+    import platform
+
+    from spacy_sapbert.util.devices import cpu_vendor
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\n", encoding="utf-8")
+    assert cpu_vendor(str(cpuinfo)) == "AuthenticAMD"
+    monkeypatch.setattr(platform, "processor", lambda: "Intel64 Family 6 Model 143 Stepping 8, GenuineIntel")
+    assert cpu_vendor(str(tmp_path / "missing")) == "GenuineIntel"  # Windows: no /proc, the vendor in the name
+    monkeypatch.setattr(platform, "processor", lambda: "")
+    assert cpu_vendor(str(tmp_path / "missing")) == ""
+
+
 def test_a_bad_dtype_is_reported_before_the_model_is_loaded(tmp_path):
     with pytest.raises(InputError, match="field 'dtype': unknown dtype 'int4'"):
         Encoder(tmp_path / "no-such-model", dtype="int4")  # not "model folder not found" after a load
@@ -196,10 +228,11 @@ def test_helpers_moved_out_of_the_encoder_are_still_importable_from_it():
     from spacy_sapbert.encoding import backends, modelfiles, pooling
     from spacy_sapbert.util import devices
     from spacy_sapbert.encoding.encoder import (BACKENDS, DEFAULT_BATCH_SIZE, DTYPE_CHOICES, MINILM_ALIASES, POOLINGS,
-                                       check_dtype, cpu_has_native_bf16, read_settings)
+                                       check_dtype, cpu_has_native_bf16, cpu_prefers_bf16, read_settings)
 
     assert (BACKENDS, POOLINGS, DTYPE_CHOICES) == (backends.BACKENDS, pooling.POOLINGS, devices.DTYPE_CHOICES)
     assert (read_settings, resolve_model_path, MINILM_ALIASES, SETTINGS_FILE) == (
         modelfiles.read_settings, modelfiles.resolve_model_path, modelfiles.MINILM_ALIASES, modelfiles.SETTINGS_FILE)
-    assert (check_dtype, cpu_has_native_bf16) == (devices.check_dtype, devices.cpu_has_native_bf16)
+    assert (check_dtype, cpu_has_native_bf16, cpu_prefers_bf16) == (
+        devices.check_dtype, devices.cpu_has_native_bf16, devices.cpu_prefers_bf16)
     assert DEFAULT_BATCH_SIZE == 64  # the fastest on two CPU cores (encoder.py)

@@ -82,11 +82,13 @@ def test_backend_choice_and_errors(tiny_bert, tmp_path):
 
 def test_cpu_precision_auto_follows_the_cpu(tiny_bert, monkeypatch):
     monkeypatch.setattr(encoder_mod, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(encoder_mod, "cpu_prefers_bf16", lambda: True)
     fast = Encoder(tiny_bert, pooling="mean", device="cpu")
     assert fast.dtype == "bfloat16" and fast.autocast
-    monkeypatch.setattr(encoder_mod, "cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr(encoder_mod, "cpu_prefers_bf16", lambda: False)  # native bf16, slower than float32
     plain = Encoder(tiny_bert, pooling="mean", device="cpu")
     assert plain.dtype == "float32" and not plain.autocast
+    assert Encoder(tiny_bert, pooling="mean", device="cpu", dtype="bf16").dtype == "bfloat16"  # asked for: kept
     # autocast changes the compute only: same weights, same fingerprint, nearly the same vectors
     assert fast.fingerprint == plain.fingerprint
     a, b = fast.encode(TEXTS), plain.encode(TEXTS)
@@ -112,6 +114,7 @@ def test_component_precision_setting(tiny_bert, tmp_path, monkeypatch):
     from tests.linker_fixtures import write_small_kb
 
     monkeypatch.setattr(encoder_mod, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(encoder_mod, "cpu_prefers_bf16", lambda: True)
     kb_file = write_small_kb(tmp_path, "small.jsonl.gz")
     pipes = {}
     for precision in ("auto", "float32", "bfloat16"):

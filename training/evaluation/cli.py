@@ -41,7 +41,7 @@ def evaluate_command(
     device: str = typer.Option("auto", help="Device of dense models: auto | cpu | cuda[:N]."),
     batch_size: int = typer.Option(256, help="Encoding batch size of dense models."),
     precision: str = typer.Option("float32", help="Compute precision of dense models: float32 | bfloat16 | float16 | "
-                                                  "auto (the linker's default: bf16 autocast on AMX CPUs)."),
+                                                  "auto (the linker's default: bf16 autocast where it beats float32)."),
     skip_missing: bool = typer.Option(False, help="Leave out model folders that do not exist (yet), with a warning."),
     abbreviations: bool = typer.Option(True, help="Expand abbreviations from the abstract (the protocol)."),
     generative_weight: float = typer.Option(0.02, help="Weight of the generative score in DENSE+generative:MODEL "

@@ -139,7 +139,7 @@ def _make_train_command(kind: str):
             None, "--freeze-embeddings/--train-embeddings", show_default="train",
             help="Keep the base model's word-piece table (the embedded default's NER reads it)."),
         amp: Optional[str] = _option("amp", f"{' | '.join(AMP_MODES)} (auto: bf16/fp16 on GPU; bf16 on CPUs with "
-                                            f"AMX/AVX512-BF16, else off)."),
+                                            f"AMX, or AVX512-BF16 on AMD, else off)."),
         device: Optional[str] = _option("device", f"{DEVICE_CHOICES}."),
         seed: Optional[int] = _option("seed"),
         checkpoint_every: Optional[int] = _option("checkpoint_every", "Steps between checkpoints (0 = only at the end)."),

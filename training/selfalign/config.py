@@ -53,7 +53,7 @@ class TrainConfig:
     epochs: int = 1
     amp: str = "auto"
     """"auto": bf16 on GPUs that support it, fp16 with a gradient scaler on other GPUs; on CPU
-    bf16 autocast where the CPU has AMX/AVX512-BF16, off elsewhere."""
+    bf16 autocast where the CPU has AMX, or AVX512-BF16 on AMD (where bf16 beats float32), off elsewhere."""
     device: str = "auto"
     """auto, cpu, cuda, cuda:N or mps: the rule of :func:`spacy_sapbert.util.devices.resolve_device`."""
     seed: int = 42

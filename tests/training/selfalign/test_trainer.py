@@ -367,10 +367,14 @@ def test_mean_pooling_ignores_padding():
 
 
 def test_cpu_mixed_precision_is_bf16_only_where_native(monkeypatch):
+    modes = ("auto", "bf16", "fp16", "no")
     monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: False)
-    assert [hardware.resolve_amp(a, "cpu") for a in ("auto", "bf16", "fp16", "no")] == ["no"] * 4
-    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: True)
-    assert [hardware.resolve_amp(a, "cpu") for a in ("auto", "bf16", "fp16", "no")] == ["bf16", "bf16", "no", "no"]
+    monkeypatch.setattr(hardware, "cpu_prefers_bf16", lambda: False)
+    assert [hardware.resolve_amp(a, "cpu") for a in modes] == ["no"] * 4
+    monkeypatch.setattr(hardware, "cpu_has_native_bf16", lambda: True)  # an Intel CPU without AMX: auto stays off
+    assert [hardware.resolve_amp(a, "cpu") for a in modes] == ["no", "bf16", "no", "no"]
+    monkeypatch.setattr(hardware, "cpu_prefers_bf16", lambda: True)
+    assert [hardware.resolve_amp(a, "cpu") for a in modes] == ["bf16", "bf16", "no", "no"]
 
 
 def ckpt_folders(run):
