@@ -2,10 +2,10 @@
 
 Both linkers get the same documents with the corpus's gold mentions as ``doc.ents`` (so
 NER time is left out) and link every span. Ours runs in several variants, each compute
-precision (``--precision``: auto = bf16 autocast on CPUs with AMX, and float32) with each
-index kind (``--index-kind``: flat = exact, hnsw; a flat index is searched in bf16 with float32
-re-scoring where the encoder computes in bf16, :mod:`spacy_sapbert.index.bf16_flat`, and by FAISS in
-float32 otherwise), and the share of mentions whose top concept
+precision (``--precision``: auto = bf16 autocast where it beats float32, and float32) with each
+index kind (``--index-kind``: flat = exact, hnsw; a flat index is searched by a torch matrix multiply,
+:mod:`spacy_sapbert.index.matmul_flat`, in bf16 with float32 re-scoring where the encoder computes in
+bf16 and in float32 otherwise), and the share of mentions whose top concept
 agrees with the first variant's is reported beside the speed. Runs alternate (every variant of
 ours, then scispaCy, again …), each on fresh copies of the documents, our mention cache emptied
 before each run; the median of ``--repeats`` runs is reported with the ratio. Index build time
@@ -17,7 +17,7 @@ filled: later runs reopen the index, as scispaCy's own linkers do, and report th
         --corpus assets/corpora/bc5cdr/CDR_DevelopmentSet.PubTator.txt --output metrics/benchmarks/throughput-medic.json
 
 Precisions that come to the same compute precision on this machine (``auto`` is float32 on a CPU
-without AMX/AVX512-BF16, so ``--precision auto --precision float32`` is one precision there) are
+where bf16 is not faster, so ``--precision auto --precision float32`` is one precision there) are
 measured once. A smoke run: ``--limit-docs 5 --repeats 1`` and a small KB (scispaCy's index build
 over MEDIC alone takes minutes).
 """
@@ -153,9 +153,9 @@ def our_pipes(nlp: spacy.Language, kb: KnowledgeBase, args: argparse.Namespace, 
         pipe = nlp.add_pipe("sapbert_linker", name=name,
                             config={"model": args.model, "kb": str(args.kb), "device": "cpu"})
         searched = indexes[kind]
-        if kind == "flat" and encoder.dtype == "float32":  # float32 throughout: FAISS's float32 search
+        if kind == "flat" and encoder.dtype == "float32":  # float32 throughout: the float32 matrix multiply
             searched = copy.copy(searched)
-            searched.bf16_search = False
+            searched.flat_search = "float32"
         pipe.use(encoder, kb, searched)
         pipes[label] = pipe
     return pipes, index, first

@@ -37,6 +37,8 @@ from spacy_sapbert.errors import InputError
 logger = logging.getLogger(__name__)
 
 INDEX_KINDS = ("flat", "hnsw", "ivfpq", "pq")
+FLAT_SEARCHES = ("float32", "bfloat16", "faiss")
+"""How a flat index can be searched (:func:`searcher_for`)."""
 
 
 def faiss_module() -> Any:
@@ -200,16 +202,19 @@ def pq_rows_searcher(index: Any, rows: np.ndarray) -> Any:
     return searcher
 
 
-def searcher_for(index: Any, kind: str, bf16_flat: bool) -> Any:
+def searcher_for(index: Any, kind: str, flat_search: str = "faiss") -> Any:
     """What searches an index of ``kind``: :func:`pq_searcher` for ``pq``; for a non-empty ``flat`` one
-    with ``bf16_flat``, a :class:`~spacy_sapbert.index.bf16_flat.Bf16FlatSearch` (its answers, bf16
-    speed); else the index itself."""
+    with ``flat_search`` ``"float32"`` or ``"bfloat16"``, a
+    :class:`~spacy_sapbert.index.matmul_flat.MatmulFlatSearch` (FAISS's answers, faster); else the index."""
+    if flat_search not in FLAT_SEARCHES:
+        raise InputError(f"flat_search {flat_search!r}: expected one of {', '.join(FLAT_SEARCHES)}",
+                         field="flat_search")
     if kind == "pq":
         return pq_searcher(index)
-    if kind == "flat" and bf16_flat and index.ntotal:
-        from spacy_sapbert.index.bf16_flat import Bf16FlatSearch
+    if kind == "flat" and flat_search != "faiss" and index.ntotal:
+        from spacy_sapbert.index.matmul_flat import MatmulFlatSearch
 
-        return Bf16FlatSearch(index)
+        return MatmulFlatSearch(index, bf16=flat_search == "bfloat16")
     return index
 
 
@@ -259,6 +264,6 @@ def promote_rows(scores: np.ndarray, found: np.ndarray, promoted: Sequence[Optio
     return scores, found
 
 
-__all__ = ["FAST_SCAN_BITS", "INDEX_KINDS", "blas_distances", "check_divides", "check_kind", "configure_search",
+__all__ = ["FAST_SCAN_BITS", "FLAT_SEARCHES", "INDEX_KINDS", "blas_distances", "check_divides", "check_kind", "configure_search",
            "faiss_module", "make_faiss_index", "plain_search", "pq_rows_searcher", "pq_searcher", "promote_rows",
            "rerank_exact", "searcher_for"]

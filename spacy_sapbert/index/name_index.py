@@ -18,7 +18,7 @@ import numpy as np
 
 from spacy_sapbert.encoding.encoder import Encoder
 from spacy_sapbert.errors import InputError
-from spacy_sapbert.index.bf16_flat import Bf16FlatSearch
+from spacy_sapbert.index.matmul_flat import MatmulFlatSearch
 from spacy_sapbert.index.building import build_index, convert_index, with_refine_codes
 from spacy_sapbert.index.files import (FORMAT_VERSION, INDEX_FILE, MANIFEST, RERANK_FILE, IndexFiles, check_save_target,
                           is_index_folder, read_index_folder, write_index_folder)
@@ -58,12 +58,14 @@ class NameIndex:
         self.refine_codes: Optional[Any] = None
         """A ``pq`` index's residual codes (``params["refine_m"] > 0``): :mod:`spacy_sapbert.index.refine`."""
         self._made_searcher: Optional[Tuple[Any, Any]] = None
-        """((the index, its rows, :attr:`bf16_search`), what searches it:
+        """((the index, its rows, :attr:`flat_search`), what searches it:
         :func:`~spacy_sapbert.index.kinds.searcher_for`), made on first use."""
-        self.bf16_search: Optional[bool] = None
-        """Whether a ``flat`` index is searched through a bf16 matrix multiply with float32 re-scoring
-        (:mod:`~spacy_sapbert.index.bf16_flat`: the same answers, a bf16 copy of the vectors beside them);
-        ``None``: where bf16 beats float32 on this CPU (:func:`~spacy_sapbert.util.devices.cpu_prefers_bf16`)."""
+        self.flat_search: Optional[str] = None
+        """How a ``flat`` index is searched (:mod:`~spacy_sapbert.index.matmul_flat`; the same answers):
+        ``"float32"``, a torch matrix multiply over FAISS's vectors; ``"bfloat16"``, one in bf16 with
+        float32 re-scoring (a bf16 copy of the vectors beside them); ``"faiss"``, FAISS's own search;
+        ``None``: bf16 where it beats float32 on this CPU
+        (:func:`~spacy_sapbert.util.devices.cpu_prefers_bf16`), else float32."""
         configure_search(self.index, str(manifest.get("kind", "")), manifest.get("params", {}))
 
     @classmethod
@@ -172,7 +174,7 @@ class NameIndex:
         # a filtered search of any kind but flat goes through the row filter's own structures: the whole
         # index's searcher (for PQ a fast-scan copy of every code, 12 MB for the default) is not made for it
         searched = self._searcher() if rows is None or self.kind == "flat" else self.index
-        if isinstance(searched, Bf16FlatSearch):  # the queries its bound leaves unsure: FAISS's float32 search
+        if isinstance(searched, MatmulFlatSearch):  # the queries its bf16 bound leaves unsure: FAISS's search
             scores, found, unsure = searched.search(vectors, depth, None if rows is None else rows.mask)
             if len(unsure):
                 scores[unsure], found[unsure] = self._faiss_search(self.index, vectors[unsure], depth, rows)
@@ -201,12 +203,12 @@ class NameIndex:
         return filtered_search(self.index, self.kind, params, vectors, k, rows)
 
     def _searcher(self) -> Any:
-        """What searches the index (made again when the index, its size or :attr:`bf16_search` changed)."""
-        key = (self.index, self.index.ntotal, self.bf16_search)
+        """What searches the index (made again when the index, its size or :attr:`flat_search` changed)."""
+        key = (self.index, self.index.ntotal, self.flat_search)
         made = self._made_searcher
         if made is None or made[0][0] is not self.index or made[0][1:] != key[1:]:
-            wanted = cpu_prefers_bf16() if self.bf16_search is None else self.bf16_search
-            self._made_searcher = (key, searcher_for(self.index, self.kind, bf16_flat=wanted))
+            wanted = self.flat_search or ("bfloat16" if cpu_prefers_bf16() else "float32")
+            self._made_searcher = (key, searcher_for(self.index, self.kind, flat_search=wanted))
         return self._made_searcher[1]
 
     def _score_own_names(self, vectors: np.ndarray, texts: Sequence[str], scores: np.ndarray, found: np.ndarray,

@@ -419,26 +419,34 @@ def test_allowed_rows_are_packed_for_fast_scan_as_faiss_packs_a_copy_of_their_co
     assert all(np.array_equal(a, b) for a, b in zip(got.search(queries, 5), want.search(queries, 5)))
 
 
-def test_a_flat_index_searched_in_bf16_gives_the_float32_answers(flat, encoder):
-    """bf16_search (auto: where the CPU computes bf16 natively) changes the speed, not the answers:
-    the same rows and (to float rounding) scores, with a row filter too; the searcher follows the setting."""
+def test_a_flat_index_searched_by_a_matrix_multiply_gives_faiss_answers(flat, encoder):
+    """flat_search (auto: bf16 where the CPU is faster in it, else float32) changes the speed, not the
+    answers: the same rows and (to float rounding) scores as FAISS's own search, with a row filter too;
+    the searcher follows the setting, and a setting it does not know is an error that names it."""
     import copy
 
-    from spacy_sapbert.index.bf16_flat import Bf16FlatSearch
+    from spacy_sapbert.index.matmul_flat import MatmulFlatSearch
     from spacy_sapbert.index.row_filter import RowFilter
 
     queries = encoder.encode(["renal failure", "kidney trouble", "hcq", "breast tumour", "ms"])
-    on, off = copy.copy(flat), copy.copy(flat)
-    on.bf16_search, off.bf16_search = True, False
+    faiss_own = copy.copy(flat)
+    faiss_own.flat_search = "faiss"
     filters = [None, RowFilter(np.random.RandomState(1).rand(len(flat)) < 0.5)]
-    for rows in filters:
-        got_scores, got = on.search(queries, 3, rows)
-        want_scores, want = off.search(queries, 3, rows)
-        assert np.array_equal(got, want)
-        np.testing.assert_allclose(got_scores, want_scores, atol=1e-5)
-    assert isinstance(on._searcher(), Bf16FlatSearch) and off._searcher() is flat.index
-    on.bf16_search = False
-    assert on._searcher() is flat.index
+    for setting in ("bfloat16", "float32"):
+        searched = copy.copy(flat)
+        searched.flat_search = setting
+        for rows in filters:
+            got_scores, got = searched.search(queries, 3, rows)
+            want_scores, want = faiss_own.search(queries, 3, rows)
+            assert np.array_equal(got, want)
+            np.testing.assert_allclose(got_scores, want_scores, atol=1e-5)
+        made = searched._searcher()
+        assert isinstance(made, MatmulFlatSearch) and made.bf16 is (setting == "bfloat16")
+    assert faiss_own._searcher() is flat.index
+    broken = copy.copy(flat)
+    broken.flat_search = "bf16"
+    with pytest.raises(InputError, match="flat_search 'bf16': expected one of float32, bfloat16, faiss"):
+        broken.search(queries, 3)
 
 
 def test_a_filtered_pq_search_makes_no_searcher_of_the_whole_index(encoder):
