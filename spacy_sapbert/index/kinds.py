@@ -264,6 +264,6 @@ def promote_rows(scores: np.ndarray, found: np.ndarray, promoted: Sequence[Optio
     return scores, found
 
 
-__all__ = ["FAST_SCAN_BITS", "FLAT_SEARCHES", "INDEX_KINDS", "blas_distances", "check_divides", "check_kind", "configure_search",
-           "faiss_module", "make_faiss_index", "plain_search", "pq_rows_searcher", "pq_searcher", "promote_rows",
-           "rerank_exact", "searcher_for"]
+__all__ = ["FAST_SCAN_BITS", "FLAT_SEARCHES", "INDEX_KINDS", "blas_distances", "check_divides", "check_kind",
+           "configure_search", "faiss_module", "make_faiss_index", "plain_search", "pq_rows_searcher", "pq_searcher",
+           "promote_rows", "rerank_exact", "searcher_for"]
