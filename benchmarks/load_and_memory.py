@@ -10,8 +10,10 @@ Variants are the linker's encoder settings, given as ``--variant LABEL=BACKEND,P
 (default: ``default=auto,auto`` and the baseline ``transformers-fp32=transformers,float32``,
 the configuration before the native backend and CPU bf16), optionally with a checkout whose
 code (and embedded default) the process runs instead of this one's,
-``LABEL=BACKEND,PRECISION,FOLDER`` (``git worktree add /tmp/wt-before REV``); runs alternate
-between them and the ratios against the last variant are printed beside the numbers.
+``LABEL=BACKEND,PRECISION,FOLDER`` (``git worktree add /tmp/wt-before REV``), and optionally with glibc's
+mmap threshold held before the pipeline loads, ``LABEL=BACKEND,PRECISION,FOLDER,held`` (FOLDER may be empty),
+as ``sapbert annotate`` holds it (:mod:`spacy_sapbert.util.heap`); runs alternate between them and the ratios
+against the last variant are printed beside the numbers.
 
 With ``--job-input FILE``, each round also runs what ``make run`` runs, ``sapbert annotate FILE`` (its
 output in a temporary folder), as a fresh process of its own, and reports its wall time and peak RSS
@@ -43,6 +45,9 @@ from fresh_process import fresh, usage_of  # noqa: E402
 PROBE = r"""
 import json, resource, sys, time
 start = time.perf_counter()
+if sys.argv[5] == "held":
+    from spacy_sapbert.util.heap import hold_mmap_threshold
+    assert hold_mmap_threshold(), "glibc's mmap threshold could not be held here"
 import spacy, spacy_sapbert
 imported = time.perf_counter()
 overrides = {"components.sapbert_linker.backend": sys.argv[3], "components.sapbert_linker.precision": sys.argv[4]}
@@ -85,7 +90,8 @@ def main() -> None:
     parser.add_argument("--corpus", required=True, type=Path)
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--variant", action="append",
-                        help="LABEL=BACKEND,PRECISION (repeatable; the last one is the baseline of the ratios)")
+                        help="LABEL=BACKEND,PRECISION[,CHECKOUT[,held]] (repeatable; the last one is the baseline of "
+                             "the ratios)")
     parser.add_argument("--job-input", type=Path,
                         help="also run `sapbert annotate` on this file each round (make run's job): time and peak RSS")
     parser.add_argument("--output", type=Path)
@@ -95,10 +101,13 @@ def main() -> None:
     variants = {}
     for item in args.variant or ["default=auto,auto", "transformers-fp32=transformers,float32"]:
         label, _, settings = item.partition("=")
-        backend, precision, checkout = (settings.split(",", 2) + ["", ""])[:3]
+        backend, precision, checkout, heap = (settings.split(",", 3) + ["", "", ""])[:4]
+        if heap not in ("", "glibc", "held"):
+            parser.error(f"--variant {item}: the fourth field is 'held' or 'glibc' (glibc's own mmap threshold), "
+                         f"got {heap!r}")
         if checkout and not (Path(checkout) / "spacy_sapbert").is_dir():
             parser.error(f"--variant {item}: {checkout} is not a checkout of this project (no spacy_sapbert/)")
-        variants[label] = (backend or "auto", precision or "auto", checkout)
+        variants[label] = (backend or "auto", precision or "auto", checkout, heap or "glibc")
     runs: Dict[str, List[Dict[str, Any]]] = {label: [] for label in variants}
     corpus = args.corpus.resolve()
     jobs: List[Dict[str, float]] = []
@@ -106,10 +115,10 @@ def main() -> None:
         for _ in range(args.runs):
             if args.job_input is not None:
                 jobs.append(job_peak(annotate_job(args.job_input, tempfile.mkdtemp(dir=scratch))))
-            for label, (backend, precision, checkout) in variants.items():
+            for label, (backend, precision, checkout, heap) in variants.items():
                 # a checkout's code comes first on the path (and it is the working folder, so `python -c` finds it)
                 path = os.pathsep.join(filter(None, [checkout, os.environ.get("PYTHONPATH")]))
-                probe = [sys.executable, "-c", PROBE, args.pipeline, str(corpus), backend, precision]
+                probe = [sys.executable, "-c", PROBE, args.pipeline, str(corpus), backend, precision, heap]
                 out = subprocess.run(fresh(probe), check=True, capture_output=True, text=True, cwd=checkout or None,
                                      env=dict(os.environ, PYTHONPATH=path))
                 runs[label].append(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -117,7 +126,7 @@ def main() -> None:
     for label, done in runs.items():
         warm = done[1:] or done
         summaries[label] = {"backend": variants[label][0], "precision": variants[label][1],
-                            "checkout": variants[label][2] or None, "runs": done,
+                            "checkout": variants[label][2] or None, "heap": variants[label][3], "runs": done,
                             "first_load_s": round(done[0]["load_s"], 2),
                             "warm_load_s_median": round(statistics.median(r["load_s"] for r in warm), 2),
                             "warm_ready_s_median": round(statistics.median(r["ready_s"] for r in warm), 2),

@@ -1,5 +1,6 @@
-"""Where the document-level concept misses of a pipeline come from, per label, on a BC5CDR-style corpus:
-`python scripts/e2e_misses.py assets/corpora/bc5cdr/CDR_DevelopmentSet.PubTator.txt` (the embedded default).
+"""Where the document-level concept misses of a pipeline come from, per label, on a BC5CDR- or NCBI-style corpus:
+`python scripts/e2e_misses.py assets/corpora/bc5cdr/CDR_DevelopmentSet.PubTator.txt` (the embedded default), or
+`… assets/corpora/ncbi-disease/NCBItestset_corpus.txt` (its four disease types read as DISEASE).
 
 A document concept the pipeline misses (a gold ID of an abstract that no entity there states at the
 pipeline's thresholds) is put down to the NER (no entity covers any of its mentions; or only one of another
@@ -21,8 +22,8 @@ import collections
 from pathlib import Path
 from typing import Dict, List, Sequence, Set, Tuple
 
-from spacy_sapbert.training.corpora import read_pubtator
-from spacy_sapbert.training.ner.data import BC5CDR_LABELS
+from spacy_sapbert.training.corpora import Document, read_pubtator
+from spacy_sapbert.training.ner.data import BC5CDR_LABELS, NCBI_LABELS
 from spacy_sapbert.training.ner.e2e_table import Entity, collect_runs, gold_sets, own_thresholds, stated
 from spacy_sapbert.training.ner.scores import PRF
 
@@ -50,6 +51,14 @@ def miss_causes(missed: Set[Concept], entities: Sequence[Entity], mentions: Dict
     return causes
 
 
+def corpus_labels(documents: Sequence[Document]) -> Tuple[Dict[str, str], List[str]]:
+    """(mention type → label, the labels present) for the corpus's own mention types: NCBI-disease's four
+    when it has only those (read as BC5CDR's, every gold concept of NCBI test would be left out), else BC5CDR's."""
+    types = {m.type for d in documents for m in d.mentions}
+    label_map = NCBI_LABELS if types and types <= set(NCBI_LABELS) else BC5CDR_LABELS
+    return label_map, sorted({label_map[t] for t in types if t in label_map})
+
+
 def newer_descriptor(uid: str) -> bool:
     """A descriptor UI of ten characters (``D000077212``): newer than BC5CDR, whose 8,774 training descriptor IDs all
     have seven (``D001463``)."""
@@ -58,7 +67,7 @@ def newer_descriptor(uid: str) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("corpus", type=Path, help="PubTator file with Chemical/Disease mentions (BC5CDR dev)")
+    parser.add_argument("corpus", type=Path, help="PubTator file with Chemical/Disease mentions (BC5CDR dev) or NCBI-disease types (NCBI test)")
     parser.add_argument("--pipeline", default=None, help="Saved pipeline (default: the embedded default)")
     args = parser.parse_args()
     import spacy
@@ -69,12 +78,12 @@ def main() -> None:
     linker = nlp.get_pipe("sapbert_linker")
     kb = linker.kb
     documents = list(read_pubtator(args.corpus))
-    labels = sorted(set(BC5CDR_LABELS.values()))
+    label_map, labels = corpus_labels(documents)
     # stated at the pipe's thresholds (what it gives a user); a miss's cause read with the linker at 0, where an
     # entity keeps the concept that its threshold dropped
     entities, at_zero = collect_runs(nlp, documents, labels, kb, at_zero=(False, True))
     thresholds = own_thresholds(linker, labels)
-    spans, pairs, concepts, _ = gold_sets(documents, BC5CDR_LABELS, kb)
+    spans, pairs, concepts, _ = gold_sets(documents, label_map, kb)
     text = {d.pmid: d.text for d in documents}
     mentions: Dict[Concept, List[Tuple[int, int]]] = collections.defaultdict(list)
     for pmid, start, end, label, key in pairs:

@@ -49,6 +49,7 @@ def annotate_command(  # a typer signature: one parameter per option, longer tha
     """Annotate documents with entities and concept IDs into JSONL: streaming, resumable, with a summary."""
     from spacy_sapbert.annotate import annotate, preflight
     from spacy_sapbert.annotate.output import check_paths
+    from spacy_sapbert.util.heap import hold_mmap_threshold
 
     if engine not in ENGINES:
         typer.echo(f"error: --engine: expected one of {', '.join(ENGINES)}, got {engine!r}", err=True)
@@ -63,6 +64,8 @@ def annotate_command(  # a typer signature: one parameter per option, longer tha
         for line in summary.lines():
             typer.echo(line)
         return
+    # this process is ours: freed activations go back to the system, not kept in the heap (spacy_sapbert.util.heap)
+    hold_mmap_threshold()
     with exit_on_input_error():
         # everything that needs no pipeline is checked before one is loaded (seconds), and a second run on the
         # same output is refused then (annotate() takes the lock again: it is re-entrant)

@@ -32,3 +32,16 @@ def test_newer_descriptors_have_ten_character_uis():
     misses = load_script()
     assert misses.newer_descriptor("D000077212")
     assert not misses.newer_descriptor("D001463") and not misses.newer_descriptor("C037663")
+
+
+def test_an_ncbi_corpus_is_read_with_its_own_types():
+    from spacy_sapbert.training.corpora import Document, Mention
+    misses = load_script()
+    ncbi = [Document("1", "Breast cancer", "", [Mention(0, 13, "Breast cancer", "SpecificDisease", ("D001943",)),
+                                                Mention(0, 6, "Breast", "Modifier", ("D001943",))])]
+    cdr = [Document("2", "Cisplatin nephrotoxicity", "", [Mention(0, 9, "Cisplatin", "Chemical", ("D002945",)),
+                                                          Mention(10, 24, "nephrotoxicity", "Disease", ("D007674",))])]
+    label_map, labels = misses.corpus_labels(ncbi)
+    assert labels == ["DISEASE"] and label_map["SpecificDisease"] == "DISEASE"
+    label_map, labels = misses.corpus_labels(cdr)
+    assert labels == ["CHEMICAL", "DISEASE"] and "SpecificDisease" not in label_map
