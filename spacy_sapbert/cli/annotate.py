@@ -34,6 +34,9 @@ def annotate_command(  # a typer signature: one parameter per option, longer tha
                                 "and count it)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Start OUTPUT afresh instead of resuming it."),
     show: bool = typer.Option(False, "--show", help="Also print each document's entities and concepts."),
+    low_memory: bool = typer.Option(False, "--low-memory", help="Give freed memory back to the system at once "
+                                    "(glibc's mmap threshold held at 128 KiB): a lower peak RSS for fewer documents/s "
+                                    "(docs/annotate.md)."),
     device: DeviceOption = None,
     engine: str = typer.Option("local", "--engine", help="local (this process, or --n-process forks) or ray (a Ray "
                                "cluster; pip install 'spacy-sapbert[ray]')."),
@@ -54,6 +57,9 @@ def annotate_command(  # a typer signature: one parameter per option, longer tha
     if engine not in ENGINES:
         typer.echo(f"error: --engine: expected one of {', '.join(ENGINES)}, got {engine!r}", err=True)
         raise typer.Exit(2)
+    if engine == "ray" and low_memory:
+        typer.echo("error: --low-memory: applies to the local engine (a Ray actor is a process of Ray's)", err=True)
+        raise typer.Exit(2)
     if engine == "ray":
         summary = _annotate_with_ray(source, output, pipeline, fmt, text_field, id_field, batch_size, n_process,
                                      strict, overwrite, device, address, num_actors, num_cpus_per_actor,
@@ -64,8 +70,8 @@ def annotate_command(  # a typer signature: one parameter per option, longer tha
         for line in summary.lines():
             typer.echo(line)
         return
-    # this process is ours: freed activations go back to the system, not kept in the heap (spacy_sapbert.util.heap)
-    hold_mmap_threshold()
+    if low_memory:  # this process is ours: freed activations go back to the system (spacy_sapbert.util.heap)
+        hold_mmap_threshold()
     with exit_on_input_error():
         # everything that needs no pipeline is checked before one is loaded (seconds), and a second run on the
         # same output is refused then (annotate() takes the lock again: it is re-entrant)

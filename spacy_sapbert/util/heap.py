@@ -6,12 +6,14 @@ returned to the system when freed. Each time such a block is freed the threshold
 from the heap instead, where freed blocks stay part of the process between batches and fragment it.
 Holding the threshold at its starting value turns that growth off. Over NCBI test's 100 abstracts
 (the embedded default, ``nlp.pipe(batch_size=32)``, a Xeon with AMX, 2026-12-03) the peak RSS went from
-546-552 MB to 517-518 with 128 KiB; 512 KiB gave 520, 1 MiB 527, 4 MiB 536.
+546-552 MB to 517-518 with 128 KiB (512 KiB gave 520, 1 MiB 527, 4 MiB 536), but every large tensor then
+costs a mapping and fresh pages: the benchmark run of that day read 15.25 against 26.05 documents/s.
+So it is a choice for a machine short of memory, not a default.
 
-This is a setting of the whole process, so the library never makes it by itself: ``sapbert annotate``
-(a process of its own) calls :func:`hold_mmap_threshold`, and a program that embeds the pipeline can
-call it too, or start Python with ``MALLOC_MMAP_THRESHOLD_=131072`` in its environment, which glibc reads
-at start. A threshold set that way is left as it is.
+It is also a setting of the whole process, so the library never makes it by itself: ``sapbert annotate
+--low-memory`` (a process of its own) calls :func:`hold_mmap_threshold`, and a program that embeds the
+pipeline can call it too, or start Python with ``MALLOC_MMAP_THRESHOLD_=131072`` in its environment, which
+glibc reads at start. A threshold set that way is left as it is.
 """
 from __future__ import annotations
 

@@ -264,3 +264,20 @@ def test_nlp_pipe_n_process_after_torch_has_run_does_not_hang(tiny_bert, kb, tmp
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["16", str(4 * 8)]
+
+
+@pytest.mark.slow
+def test_cli_low_memory_writes_the_same_output(tmp_path):
+    """`--low-memory` changes how freed memory is handed back (spacy_sapbert.util.heap), never what is written."""
+    (tmp_path / "docs.jsonl").write_text("\n".join(json.dumps({"id": i, "text": t}) for i, t in enumerate(TEXTS))
+                                         + "\n", encoding="utf-8")
+    plain = run_cli("docs.jsonl", "-o", "plain.jsonl", cwd=tmp_path)
+    low = run_cli("docs.jsonl", "-o", "low.jsonl", "--low-memory", cwd=tmp_path)
+    assert plain.returncode == 0 and low.returncode == 0, plain.stderr + low.stderr
+    assert (tmp_path / "plain.jsonl").read_bytes() == (tmp_path / "low.jsonl").read_bytes()
+    assert len(read_jsonl(tmp_path / "low.jsonl")) == len(TEXTS)
+
+
+def test_cli_low_memory_is_refused_with_ray(tmp_path):
+    result = run_cli("docs.jsonl", "-o", "out", "--engine", "ray", "--low-memory", cwd=tmp_path)
+    assert result.returncode == 2 and "--low-memory: applies to the local engine" in result.stderr
