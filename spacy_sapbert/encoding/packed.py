@@ -79,10 +79,12 @@ def _groups(lengths: np.ndarray, size: int, device: Any) -> List[Tuple[int, int,
     return groups
 
 
-def packed_states(model: Any, input_ids: Any, lengths: np.ndarray, group_size: int) -> Any:
+def packed_states(model: Any, input_ids: Any, lengths: np.ndarray, group_size: int, extra: Optional[Any] = None) -> Any:
     """Last-layer states ``(tokens, hidden)`` of the texts whose word pieces ``input_ids`` holds end to
     end (``lengths`` of them each, the texts sorted longest first so that a group pads little), as
-    ``model(...).last_hidden_state`` gives them row by row for the real tokens."""
+    ``model(...).last_hidden_state`` gives them row by row for the real tokens. ``extra`` (``tokens ×
+    hidden``) is added to the embeddings after their LayerNorm, as the NER adds its gazetteer features
+    (:class:`~spacy_sapbert.ner.model.TokenTagger`)."""
     import torch
     from torch.nn.functional import scaled_dot_product_attention
 
@@ -92,6 +94,7 @@ def packed_states(model: Any, input_ids: Any, lengths: np.ndarray, group_size: i
     words = embeddings.word_embeddings(input_ids).to(embeddings.position_embeddings.weight.dtype)
     x = words + embeddings.token_type_embeddings.weight[0] + embeddings.position_embeddings(positions)
     x = embeddings.LayerNorm(x)
+    x = x if extra is None else x + extra
     real, width = x.shape
     rows = padded_rows(real) if device.type == "cpu" else real
     x = torch.cat([x, x.new_zeros(rows - real, width)]) if rows > real else x

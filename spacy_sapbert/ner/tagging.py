@@ -11,7 +11,6 @@ from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 from spacy.tokens import Doc, Span
-from spacy.util import minibatch
 
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.ner import model as tagger_model
@@ -21,12 +20,11 @@ from spacy_sapbert.ner.tags import TagScheme
 from spacy_sapbert.ner.windows import Window, document_windows
 
 PAD_MULTIPLE = 64
-"""A batch of windows is padded to a multiple of this many pieces (masked: the tags are the same). CPU
-matrix multiplies (oneDNN) build and keep a kernel, with its own packed copy of the weights, for each
-shape they see; windows padded to their exact length gave every batch its own, and the embedded default's
-NER held about 85 MB more at its peak over NCBI test (bf16, 2 cores: 689 against 604 MB after the NER), and
-150 BC5CDR dev abstracts took 5.3-5.5 s against 4.7-5.1 s (fewer kernels built). (The linker's encoder packs
-its texts without padding and pads each pass's rows for the same reason: :data:`spacy_sapbert.encoding.packed.ROW_MULTIPLE`.)"""
+"""Training's padded batches (:func:`~spacy_sapbert.ner.model.collate`) may round their width up to a multiple
+of this; inference packs its windows instead (:func:`~spacy_sapbert.ner.model.packed_log_probs`). CPU matrix
+multiplies (oneDNN) build and keep a kernel, with its own packed copy of the weights, for each shape they see:
+windows padded to their exact length gave every batch its own, and the embedded default's NER held about 85 MB
+more at its peak over NCBI test (bf16, 2 cores: 689 against 604 MB after the NER)."""
 
 
 @dataclass
@@ -82,8 +80,10 @@ class Tagging:
         does not read, whitespace, is ``O``)."""
         import torch
 
+        from spacy_sapbert.encoding.packed import passes
+
         jobs = [(d, w) for d, windows in enumerate(self.batch_windows(docs)) for w in windows]
-        jobs.sort(key=lambda job: len(job[1].input_ids))
+        lengths = np.fromiter((len(w.input_ids) for _, w in jobs), dtype=np.int64, count=len(jobs))
         out = [np.full((len(doc), len(self.scheme)), -1e4, dtype=np.float32) for doc in docs]
         for doc_scores in out:
             doc_scores[:, 0] = 0.0
@@ -94,13 +94,13 @@ class Tagging:
         self.model.eval()
         try:
             with torch.inference_mode(), autocast:
-                for batch in minibatch(jobs, size=self.batch_size):
-                    windows = [w for _, w in batch]
-                    ids, feats, mask = tagger_model.collate(windows, self.tokenizer.pad_token_id or 0, self.device,
-                                                            multiple=PAD_MULTIPLE)
-                    logits = self.model(ids, feats, mask).float().log_softmax(-1)
-                    for (d, window), rows in zip(batch, tagger_model.scores_at(logits, windows)):
-                        out[d][window.tokens] = rows.cpu().numpy()
+                # passes of up to batch_size full windows' pieces, longest windows first (packed.passes)
+                for rows in passes(lengths, self.batch_size * self.max_pieces):
+                    batch = [jobs[i] for i in rows]
+                    log_probs = tagger_model.packed_log_probs(self.model, [w for _, w in batch], self.batch_size,
+                                                              self.device)
+                    for (d, window), scores in zip(batch, log_probs):
+                        out[d][window.tokens] = scores.cpu().numpy()
         finally:
             self.model.train(was_training)
         return out
