@@ -1,8 +1,8 @@
 """Tagging docs with a :class:`~.model.TokenTagger`: the one inference path of the pipe and of training's dev scoring.
 
 :class:`Tagging` holds the model, its tokenizer, the gazetteer and the tag scheme; it cuts each
-doc into windows (:mod:`.windows`), runs them in length-sorted batches under the precision it
-was given, and turns each token's scores into spans (:mod:`.tags`).
+doc into windows (:mod:`.windows`), runs them longest first in packed passes (:func:`.model.packed_log_probs`)
+under the precision it was given, and turns each token's scores into spans (:mod:`.tags`).
 """
 from __future__ import annotations
 
