@@ -55,11 +55,11 @@ class TokenTagger(nn.Module):
         return self.head(self.dropout(x))
 
 
-def collate(windows: Sequence[Window], pad_id: int, device: Union[str, torch.device] = "cpu", multiple: int = 1
+def collate(windows: Sequence[Window], pad_id: int, device: Union[str, torch.device] = "cpu"
             ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(input_ids, features, attention_mask), padded to the longest window, rounded up to a
-    ``multiple`` of pieces (:data:`spacy_sapbert.ner.tagging.PAD_MULTIPLE` says why)."""
-    width = -(-max(len(w.input_ids) for w in windows) // multiple) * multiple
+    """(input_ids, features, attention_mask), padded to the longest window: training's batches (inference packs
+    its windows instead: :func:`packed_log_probs`)."""
+    width = max(len(w.input_ids) for w in windows)
     ids = torch.full((len(windows), width), pad_id, dtype=torch.long)
     feats = torch.zeros((len(windows), width), dtype=torch.long)
     mask = torch.zeros((len(windows), width), dtype=torch.long)
@@ -192,10 +192,11 @@ def packed_log_probs(model: TokenTagger, windows: Sequence[Window], group_size: 
     """Per window, the log-probabilities of each tag at its core tokens' first pieces, from one pass over
     the windows' pieces end to end (:func:`~spacy_sapbert.encoding.packed.packed_states`, the windows
     sorted longest first): no padding but within attention groups of ``group_size`` windows, and the
-    rows of every linear layer in a few fixed counts. The padded batch (:func:`collate`,
+    rows of every linear layer in a few fixed counts (CPU matrix multiplies, oneDNN's, build and keep a kernel
+    with its own packed copy of the weights for each shape they see: windows padded to their exact length once
+    held about 85 MB more at the default NER's peak over NCBI test). The padded batch (:func:`collate`,
     :meth:`TokenTagger.forward`) gives the same to float rounding (``tests/ner/test_packed_tagging.py``); over
-    NCBI test's 100 abstracts it computed 10% more rows, in up to 16 row counts, for each of which oneDNN
-    builds kernels of its own."""
+    NCBI test's 100 abstracts, padded to a multiple of 64 pieces in batches of 4, it computed 10% more rows."""
     from spacy_sapbert.encoding.packed import packed_states, padded_rows
 
     lengths = np.fromiter((len(w.input_ids) for w in windows), dtype=np.int64, count=len(windows))
@@ -208,8 +209,9 @@ def packed_log_probs(model: TokenTagger, windows: Sequence[Window], group_size: 
     states = packed_states(model.encoder, ids, lengths, group_size, extra=model.gazetteer_embed(feats))
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
     scored = [len(w.positions) for w in windows]
-    at = np.zeros(padded_rows(sum(scored)) if states.device.type == "cpu" else sum(scored), dtype=np.int64)
-    at[:sum(scored)] = [start + p for start, w in zip(starts.tolist(), windows) for p in w.positions]
+    n_scored = sum(scored)
+    at = np.zeros(padded_rows(n_scored) if states.device.type == "cpu" else n_scored, dtype=np.int64)
+    at[:n_scored] = [start + p for start, w in zip(starts.tolist(), windows) for p in w.positions]
     # the head at the scored pieces only, in as few row counts as the layers before it (padded_rows)
     picked = model.head(model.dropout(states[torch.from_numpy(at).to(device)])).float().log_softmax(-1)
-    return list(torch.split(picked[:sum(scored)], scored))
+    return list(torch.split(picked[:n_scored], scored))

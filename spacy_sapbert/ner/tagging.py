@@ -19,13 +19,6 @@ from spacy_sapbert.ner.gazetteer import Gazetteer
 from spacy_sapbert.ner.tags import TagScheme
 from spacy_sapbert.ner.windows import Window, document_windows
 
-PAD_MULTIPLE = 64
-"""Training's padded batches (:func:`~spacy_sapbert.ner.model.collate`) may round their width up to a multiple
-of this; inference packs its windows instead (:func:`~spacy_sapbert.ner.model.packed_log_probs`). CPU matrix
-multiplies (oneDNN) build and keep a kernel, with its own packed copy of the weights, for each shape they see:
-windows padded to their exact length gave every batch its own, and the embedded default's NER held about 85 MB
-more at its peak over NCBI test (bf16, 2 cores: 689 against 604 MB after the NER)."""
-
 
 @dataclass
 class Tagging:

@@ -49,7 +49,7 @@ def padded_scores(tagging: Tagging, docs) -> list:
         for start in range(0, len(jobs), tagging.batch_size):
             batch = jobs[start:start + tagging.batch_size]
             windows = [w for _, w in batch]
-            ids, feats, mask = tagger_model.collate(windows, tagging.tokenizer.pad_token_id or 0, multiple=8)
+            ids, feats, mask = tagger_model.collate(windows, tagging.tokenizer.pad_token_id or 0)
             logits = tagging.model(ids, feats, mask).float().log_softmax(-1)
             for (d, window), rows in zip(batch, tagger_model.scores_at(logits, windows)):
                 out[d][window.tokens] = rows.numpy()
