@@ -79,14 +79,74 @@ def _groups(lengths: np.ndarray, size: int, device: Any) -> List[Tuple[int, int,
     return groups
 
 
-def packed_states(model: Any, input_ids: Any, lengths: np.ndarray, group_size: int, extra: Optional[Any] = None) -> Any:
+def _query_groups(lengths: np.ndarray, size: int, last_rows: np.ndarray, device: Any
+                  ) -> List[Tuple[int, int, int, Any]]:
+    """For each attention group of :func:`_groups`, the queries the last layer keeps (``last_rows``, sorted):
+    ``(first kept, end kept, most kept in one text, positions of the kept queries in the padded block)``;
+    positions are None where every text of the group keeps as many."""
+    import torch
+
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    per_text = np.diff(np.searchsorted(last_rows, offsets))
+    groups, kept = [], 0
+    for start in range(0, len(lengths), size):
+        counts = per_text[start:start + size]
+        most = int(counts.max())
+        where = None
+        if int(counts.min()) != most:
+            where = torch.from_numpy(np.flatnonzero(np.arange(most)[None, :] < counts[:, None])).to(device)
+        groups.append((kept, kept + int(counts.sum()), most, where))
+        kept += int(counts.sum())
+    return groups
+
+
+def _attend(projected: List[Any], groups: List[Tuple[int, int, int, int, Any, Any]], heads: int, real: int,
+            queries: Optional[List[Tuple[int, int, int, Any]]] = None) -> Any:
+    """Attention within each group, over the packed rows of ``projected`` (query, key, value), the query rows
+    past ``real`` (padding) zero; with ``queries`` (:func:`_query_groups`) the query rows are only the kept
+    ones, packed alike."""
+    import torch
+    from torch.nn.functional import scaled_dot_product_attention
+
+    query, key, value = projected
+    width = key.shape[1]
+    mixed = torch.empty_like(query)
+    mixed[real:] = 0
+    for number, (first, end, texts, longest, mask, where) in enumerate(groups):
+        q_first, q_end, q_longest, q_where = (first, end, longest, where) if queries is None else queries[number]
+        if q_end == q_first:
+            continue
+
+        def split(t: Any, a: int, b: int, n: int, at: Any) -> Any:
+            if at is None:
+                block = t[a:b]
+            else:
+                block = t.new_zeros(texts * n, width)
+                block[at] = t[a:b]
+            return block.view(texts, n, heads, width // heads).transpose(1, 2)
+
+        out = scaled_dot_product_attention(split(query, q_first, q_end, q_longest, q_where),
+                                           split(key, first, end, longest, where),
+                                           split(value, first, end, longest, where), attn_mask=mask)
+        out = out.transpose(1, 2).reshape(texts * q_longest, width)
+        mixed[q_first:q_end] = out if q_where is None else out[q_where]
+    return mixed
+
+
+def packed_states(model: Any, input_ids: Any, lengths: np.ndarray, group_size: int, extra: Optional[Any] = None,
+                  last_rows: Optional[np.ndarray] = None) -> Any:
     """Last-layer states ``(tokens, hidden)`` of the texts whose word pieces ``input_ids`` holds end to
     end (``lengths`` of them each, the texts sorted longest first so that a group pads little), as
     ``model(...).last_hidden_state`` gives them row by row for the real tokens. ``extra`` (``tokens ×
     hidden``) is added to the embeddings after their LayerNorm, as the NER adds its gazetteer features
-    (:class:`~spacy_sapbert.ner.model.TokenTagger`)."""
+    (:class:`~spacy_sapbert.ner.model.TokenTagger`).
+
+    ``last_rows`` (sorted token positions) asks for the states of those tokens only: the last layer then
+    computes its queries, attention output and feed-forward block for them alone (keys and values still
+    come from every token), so a NER that scores a window's core tokens by their first piece skips the rest
+    (NCBI test: 24,265 of its windows' 36,988 pieces scored; BC5CDR dev 112,687 of 180,175). The result then has
+    :func:`padded_rows` rows on a CPU, the first ``len(last_rows)`` of them those tokens' states."""
     import torch
-    from torch.nn.functional import scaled_dot_product_attention
 
     device = input_ids.device
     positions = torch.from_numpy(np.concatenate([np.arange(n) for n in lengths])).to(device)
@@ -96,33 +156,32 @@ def packed_states(model: Any, input_ids: Any, lengths: np.ndarray, group_size: i
     x = embeddings.LayerNorm(x)
     x = x if extra is None else x + extra
     real, width = x.shape
-    rows = padded_rows(real) if device.type == "cpu" else real
+    cpu = device.type == "cpu"
+    rows = padded_rows(real) if cpu else real
     x = torch.cat([x, x.new_zeros(rows - real, width)]) if rows > real else x
     heads = model.settings.num_attention_heads
     groups = _groups(lengths, group_size, device)
     # under autocast the three projections would each cast the same float32 states: cast them once
-    cast = cpu_autocast_dtype() if device.type == "cpu" else None
-    for layer in model.encoder.layer:
+    cast = cpu_autocast_dtype() if cpu else None
+    layers = list(model.encoder.layer)
+    for number, layer in enumerate(layers):
         attention = layer.attention.self
         h = x if cast is None else x.to(cast)
-        projected = [attention.query(h), attention.key(h), attention.value(h)]
-        mixed = torch.empty_like(projected[0])
-        mixed[real:] = 0
-        for first, end, texts, longest, mask, where in groups:
-            def split(t: Any) -> Any:
-                if where is None:
-                    block = t[first:end]
-                else:
-                    block = t.new_zeros(texts * longest, width)
-                    block[where] = t[first:end]
-                return block.view(texts, longest, heads, width // heads).transpose(1, 2)
-
-            out = scaled_dot_product_attention(*(split(t) for t in projected), attn_mask=mask)
-            out = out.transpose(1, 2).reshape(texts * longest, width)
-            mixed[first:end] = out if where is None else out[where]
+        if last_rows is None or number < len(layers) - 1:
+            mixed = _attend([attention.query(h), attention.key(h), attention.value(h)], groups, heads, real)
+        else:  # the last layer, for the kept tokens only
+            kept = len(last_rows)
+            at = np.zeros(padded_rows(kept) if cpu else kept, dtype=np.int64)
+            at[:kept] = last_rows
+            at = torch.from_numpy(at).to(device)
+            x = x[at]
+            x[kept:] = 0
+            queries = _query_groups(lengths, group_size, last_rows, device)
+            mixed = _attend([attention.query(h[at]), attention.key(h), attention.value(h)], groups, heads, kept,
+                             queries)
         x = layer.attention.output(mixed, x)
         x = layer.output(layer.intermediate(x), x)
-    return x[:real]
+    return x if last_rows is not None else x[:real]
 
 
 __all__ = ["ROW_MULTIPLE", "SMALLEST_ROWS", "TOKENS_PER_PASS", "padded_batches", "padded_rows", "packed_states",

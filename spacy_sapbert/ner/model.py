@@ -197,7 +197,7 @@ def packed_log_probs(model: TokenTagger, windows: Sequence[Window], group_size: 
     held about 85 MB more at the default NER's peak over NCBI test). The padded batch (:func:`collate`,
     :meth:`TokenTagger.forward`) gives the same to float rounding (``tests/ner/test_packed_tagging.py``); over
     NCBI test's 100 abstracts, padded to a multiple of 64 pieces in batches of 4, it computed 10% more rows."""
-    from spacy_sapbert.encoding.packed import packed_states, padded_rows
+    from spacy_sapbert.encoding.packed import packed_states
 
     lengths = np.fromiter((len(w.input_ids) for w in windows), dtype=np.int64, count=len(windows))
     if any(len(w.features) != len(w.input_ids) for w in windows):
@@ -206,12 +206,12 @@ def packed_log_probs(model: TokenTagger, windows: Sequence[Window], group_size: 
     ids = torch.from_numpy(np.fromiter((t for w in windows for t in w.input_ids), dtype=np.int64, count=total))
     feats = torch.from_numpy(np.fromiter((f for w in windows for f in w.features), dtype=np.int64, count=total))
     ids, feats = ids.to(device), feats.to(device)
-    states = packed_states(model.encoder, ids, lengths, group_size, extra=model.gazetteer_embed(feats))
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
     scored = [len(w.positions) for w in windows]
     n_scored = sum(scored)
-    at = np.zeros(padded_rows(n_scored) if states.device.type == "cpu" else n_scored, dtype=np.int64)
-    at[:n_scored] = [start + p for start, w in zip(starts.tolist(), windows) for p in w.positions]
-    # the head at the scored pieces only, in as few row counts as the layers before it (padded_rows)
-    picked = model.head(model.dropout(states[torch.from_numpy(at).to(device)])).float().log_softmax(-1)
+    at = np.fromiter((start + p for start, w in zip(starts.tolist(), windows) for p in w.positions), dtype=np.int64,
+                     count=n_scored)
+    # the last layer only at the scored pieces, and the head over them in the row count the pass padded them to
+    states = packed_states(model.encoder, ids, lengths, group_size, extra=model.gazetteer_embed(feats), last_rows=at)
+    picked = model.head(model.dropout(states)).float().log_softmax(-1)
     return list(torch.split(picked[:n_scored], scored))

@@ -92,3 +92,24 @@ def test_cpu_autocast_dtype_on_torch_before_2_4(monkeypatch):
         monkeypatch.setattr(torch, "is_autocast_enabled", old_signature)
         assert cpu_autocast_dtype() == torch.bfloat16
     assert cpu_autocast_dtype() is None
+
+
+@pytest.mark.parametrize("group", [1, 2, 64])
+def test_last_rows_are_the_whole_pass_at_those_rows(tiny_bert, group):
+    """The last layer computed for some tokens only (the NER's scored pieces) gives those tokens' states of the
+    whole pass: whatever share of each text it keeps, none of one text, all of another, groups uneven."""
+    import torch
+
+    encoder = Encoder(tiny_bert, pooling="mean", device="cpu", dtype="float32")
+    ids = encoder.tokenizer(TEXTS, truncation=True, max_length=64, add_special_tokens=True)["input_ids"]
+    ids.sort(key=len, reverse=True)
+    lengths = np.array([len(i) for i in ids])
+    flat = torch.tensor([t for i in ids for t in i])
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    keep = np.array([s + p for n, (s, length) in enumerate(zip(starts, lengths)) if n != 1
+                     for p in range(length) if n == 0 or p % (n + 1) == 0])
+    with torch.inference_mode():
+        whole = packed.packed_states(encoder.model, flat, lengths, group)
+        some = packed.packed_states(encoder.model, flat, lengths, group, last_rows=keep)
+    assert len(some) == packed.padded_rows(len(keep))
+    np.testing.assert_allclose(some[:len(keep)].numpy(), whole[keep].numpy(), atol=1e-5)
