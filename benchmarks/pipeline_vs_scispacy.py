@@ -146,6 +146,14 @@ def layer_flops(settings: Any, length: int) -> float:
     return length * (2 * (4 * h * h + 2 * h * i) + 4 * length * h)
 
 
+def window_flops(settings: Any, layers: int, length: int, scored: int) -> float:
+    """:func:`layer_flops` of a NER window of ``length`` pieces through ``layers`` layers, the last one only at
+    its ``scored`` pieces (its keys and values at every piece: ``packed_states``' ``last_rows``)."""
+    h, i = settings.hidden_size, settings.intermediate_size
+    last = length * 2 * (2 * h * h) + scored * (2 * (2 * h * h + 2 * h * i) + 4 * length * h)
+    return (layers - 1) * layer_flops(settings, length) + last
+
+
 def efficiency(nlp: Any, documents: List[Any]) -> Dict[str, Any]:
     """GFLOP/s reached by the NER's forward pass (over every window of every document) and by the
     linker's encoder (over the corpus's distinct gold mention strings), counting only the pieces
@@ -161,9 +169,9 @@ def efficiency(nlp: Any, documents: List[Any]) -> Dict[str, Any]:
     windows = sorted((w for doc in docs for w in tagging.windows(doc)), key=lambda w: len(w.input_ids))
     ner_settings = tagging.model.encoder.settings
     layers = len(tagging.model.encoder.encoder.layer)
-    useful = sum(layers * layer_flops(ner_settings, len(w.input_ids)) for w in windows)
-    padded = sum(len(b) * layers * layer_flops(ner_settings, max(len(w.input_ids) for w in b))
-                 for b in minibatch(windows, size=tagging.batch_size))
+    useful = sum(window_flops(ner_settings, layers, len(w.input_ids), len(w.positions)) for w in windows)
+    padded = sum(window_flops(ner_settings, layers, max(len(w.input_ids) for w in b), len(w.positions))
+                 for b in minibatch(windows, size=tagging.batch_size) for w in b)
     start = time.perf_counter()
     tagging.scores(docs)
     ner_s = time.perf_counter() - start
@@ -180,6 +188,7 @@ def efficiency(nlp: Any, documents: List[Any]) -> Dict[str, Any]:
     enc_s = time.perf_counter() - start
     enc_flops = sum(enc_layers * layer_flops(enc_settings, len(p)) for p in pieces)
     return {"ner": {"windows": len(windows), "pieces": sum(len(w.input_ids) for w in windows), "layers": layers,
+                    "scored_pieces": sum(len(w.positions) for w in windows),
                     "seconds": ner_s, "gflop": useful / 1e9, "gflop_padded": padded / 1e9,
                     "gflops": useful / ner_s / 1e9, "dtype": tagging.dtype},
             "encoder": {"texts": len(texts), "pieces": sum(map(len, pieces)), "layers": enc_layers,
