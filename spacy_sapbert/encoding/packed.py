@@ -148,6 +148,9 @@ def packed_states(model: Any, input_ids: Any, lengths: np.ndarray, group_size: i
     :func:`padded_rows` rows on a CPU, the first ``len(last_rows)`` of them those tokens' states."""
     import torch
 
+    if last_rows is not None and (np.any(np.diff(last_rows) <= 0) or (len(last_rows) and (
+            last_rows[0] < 0 or last_rows[-1] >= int(lengths.sum())))):
+        raise ValueError("last_rows must be distinct token positions of the pass, in ascending order")
     device = input_ids.device
     positions = torch.from_numpy(np.concatenate([np.arange(n) for n in lengths])).to(device)
     embeddings = model.embeddings

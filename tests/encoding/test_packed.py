@@ -113,3 +113,12 @@ def test_last_rows_are_the_whole_pass_at_those_rows(tiny_bert, group):
         some = packed.packed_states(encoder.model, flat, lengths, group, last_rows=keep)
     assert len(some) == packed.padded_rows(len(keep))
     np.testing.assert_allclose(some[:len(keep)].numpy(), whole[keep].numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("rows", [[3, 2], [1, 1], [-1, 2], [0, 10 ** 6]])
+def test_last_rows_out_of_order_or_outside_the_pass_are_refused(tiny_bert, rows):
+    import torch
+
+    encoder = Encoder(tiny_bert, pooling="mean", device="cpu", dtype="float32")
+    with pytest.raises(ValueError, match="ascending order"):
+        packed.packed_states(encoder.model, torch.tensor([1, 2, 3, 4, 5]), np.array([5]), 2, last_rows=np.array(rows))
