@@ -69,14 +69,22 @@ def _groups(lengths: np.ndarray, size: int, device: Any) -> List[Tuple[int, int,
     groups = []
     for start in range(0, len(lengths), size):
         group = lengths[start:start + size]
-        width = int(group.max())
+        width, grid = _padded_grid(group)
         mask = where = None
-        if int(group.min()) != width:  # built on the host: no device round trip per group
-            grid = np.arange(width)[None, :] < group[:, None]
+        if grid is not None:  # built on the host: no device round trip per group
             where = torch.from_numpy(np.flatnonzero(grid)).to(device)
             mask = torch.from_numpy(grid).to(device)[:, None, None, :]
         groups.append((int(offsets[start]), int(offsets[start + len(group)]), len(group), width, mask, where))
     return groups
+
+
+def _padded_grid(counts: np.ndarray) -> Tuple[int, Optional[np.ndarray]]:
+    """(the largest of ``counts``, the (len(counts), largest) grid of which slots of a padded block are real),
+    the grid None where every count is the largest (no padding)."""
+    width = int(counts.max())
+    if int(counts.min()) == width:
+        return width, None
+    return width, np.arange(width)[None, :] < counts[:, None]
 
 
 def _query_groups(lengths: np.ndarray, size: int, last_rows: np.ndarray, device: Any
@@ -91,13 +99,22 @@ def _query_groups(lengths: np.ndarray, size: int, last_rows: np.ndarray, device:
     groups, kept = [], 0
     for start in range(0, len(lengths), size):
         counts = per_text[start:start + size]
-        most = int(counts.max())
-        where = None
-        if int(counts.min()) != most:
-            where = torch.from_numpy(np.flatnonzero(np.arange(most)[None, :] < counts[:, None])).to(device)
+        most, grid = _padded_grid(counts)
+        where = None if grid is None else torch.from_numpy(np.flatnonzero(grid)).to(device)
         groups.append((kept, kept + int(counts.sum()), most, where))
         kept += int(counts.sum())
     return groups
+
+
+def _heads(rows: Any, texts: int, longest: int, where: Any, heads: int) -> Any:
+    """A group's packed ``rows`` as a padded (texts, heads, longest, head width) block (``where``: the real slots,
+    None when there is no padding)."""
+    width = rows.shape[1]
+    if where is not None:
+        block = rows.new_zeros(texts * longest, width)
+        block[where] = rows
+        rows = block
+    return rows.view(texts, longest, heads, width // heads).transpose(1, 2)
 
 
 def _attend(projected: List[Any], groups: List[Tuple[int, int, int, int, Any, Any]], heads: int, real: int,
@@ -116,18 +133,9 @@ def _attend(projected: List[Any], groups: List[Tuple[int, int, int, int, Any, An
         q_first, q_end, q_longest, q_where = (first, end, longest, where) if queries is None else queries[number]
         if q_end == q_first:
             continue
-
-        def split(t: Any, a: int, b: int, n: int, at: Any) -> Any:
-            if at is None:
-                block = t[a:b]
-            else:
-                block = t.new_zeros(texts * n, width)
-                block[at] = t[a:b]
-            return block.view(texts, n, heads, width // heads).transpose(1, 2)
-
-        out = scaled_dot_product_attention(split(query, q_first, q_end, q_longest, q_where),
-                                           split(key, first, end, longest, where),
-                                           split(value, first, end, longest, where), attn_mask=mask)
+        out = scaled_dot_product_attention(_heads(query[q_first:q_end], texts, q_longest, q_where, heads),
+                                           _heads(key[first:end], texts, longest, where, heads),
+                                           _heads(value[first:end], texts, longest, where, heads), attn_mask=mask)
         out = out.transpose(1, 2).reshape(texts * q_longest, width)
         mixed[q_first:q_end] = out if q_where is None else out[q_where]
     return mixed

@@ -191,8 +191,8 @@ def packed_log_probs(model: TokenTagger, windows: Sequence[Window], group_size: 
                      device: Union[str, torch.device] = "cpu") -> List[torch.Tensor]:
     """Per window, the log-probabilities of each tag at its core tokens' first pieces, from one pass over
     the windows' pieces end to end (:func:`~spacy_sapbert.encoding.packed.packed_states`, the windows
-    sorted longest first): no padding but within attention groups of ``group_size`` windows, and the
-    rows of every linear layer in a few fixed counts (CPU matrix multiplies, oneDNN's, build and keep a kernel
+    sorted longest first, its last layer only at those pieces): no padding but within attention groups of
+    ``group_size`` windows, and the rows of every linear layer in a few fixed counts (CPU matrix multiplies, oneDNN's, build and keep a kernel
     with its own packed copy of the weights for each shape they see: windows padded to their exact length once
     held about 85 MB more at the default NER's peak over NCBI test). The padded batch (:func:`collate`,
     :meth:`TokenTagger.forward`) gives the same to float rounding (``tests/ner/test_packed_tagging.py``); over
