@@ -29,6 +29,14 @@ default's encoder grew by 285 MB with passes of their exact row count, 135 MB at
 at 256, and 184 MB with batches padded to their longest text (the padded pass, :func:`padded_batches`).
 So at most 7 row counts up to :data:`TOKENS_PER_PASS`, and a single short text costs 32 rows, not 256."""
 SMALLEST_ROWS = 32
+ATTENTION_MULTIPLE = 32
+"""On a CPU an attention group's width (its longest text, or the most queries one text keeps) over this is
+padded to a multiple of it (the extra key slots masked, the extra query rows dropped); a narrower group, such as
+the linker's mentions and names, keeps its width, so at most this many narrow shapes. PyTorch's CPU flash attention
+builds a oneDNN matrix-multiply kernel for each block shape it meets and keeps it: groups of their exact width
+made 210 shapes over NCBI test's windows and grew the NER's memory with every new width (by about 200 MB over
+BC5CDR dev's 500 abstracts on a Xeon with AMX, where the padded batches before the packed pass, at a multiple
+of 64, grew it by 13 MB)."""
 
 
 def passes(lengths: np.ndarray, tokens: Optional[int] = None) -> List[np.ndarray]:
@@ -62,14 +70,15 @@ def padded_rows(real: int) -> int:
 def _groups(lengths: np.ndarray, size: int, device: Any) -> List[Tuple[int, int, int, int, Any, Any]]:
     """Attention groups of ``size`` consecutive texts: ``(first token, end token, texts, width, key mask,
     positions of the real tokens in the padded block)``; mask and positions are None where the group's
-    texts all have one length (no padding)."""
+    texts all have the padded width (no padding)."""
     import torch
 
     offsets = np.concatenate([[0], np.cumsum(lengths)])
+    multiple = ATTENTION_MULTIPLE if device.type == "cpu" else 1
     groups = []
     for start in range(0, len(lengths), size):
         group = lengths[start:start + size]
-        width, grid = _padded_grid(group)
+        width, grid = _padded_grid(group, multiple)
         mask = where = None
         if grid is not None:  # built on the host: no device round trip per group
             where = torch.from_numpy(np.flatnonzero(grid)).to(device)
@@ -78,10 +87,11 @@ def _groups(lengths: np.ndarray, size: int, device: Any) -> List[Tuple[int, int,
     return groups
 
 
-def _padded_grid(counts: np.ndarray) -> Tuple[int, Optional[np.ndarray]]:
-    """(the largest of ``counts``, the (len(counts), largest) grid of which slots of a padded block are real),
-    the grid None where every count is the largest (no padding)."""
+def _padded_grid(counts: np.ndarray, multiple: int = 1) -> Tuple[int, Optional[np.ndarray]]:
+    """(the largest of ``counts``, over ``multiple`` rounded up to a multiple of it; the (len(counts), that width)
+    grid of which slots of a padded block are real, None where every count is that width: no padding)."""
     width = int(counts.max())
+    width = width if width <= multiple else -(-width // multiple) * multiple
     if int(counts.min()) == width:
         return width, None
     return width, np.arange(width)[None, :] < counts[:, None]
@@ -96,10 +106,11 @@ def _query_groups(lengths: np.ndarray, size: int, last_rows: np.ndarray, device:
 
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     per_text = np.diff(np.searchsorted(last_rows, offsets))
+    multiple = ATTENTION_MULTIPLE if device.type == "cpu" else 1
     groups, kept = [], 0
     for start in range(0, len(lengths), size):
         counts = per_text[start:start + size]
-        most, grid = _padded_grid(counts)
+        most, grid = _padded_grid(counts, multiple)
         where = None if grid is None else torch.from_numpy(np.flatnonzero(grid)).to(device)
         groups.append((kept, kept + int(counts.sum()), most, where))
         kept += int(counts.sum())
@@ -195,5 +206,5 @@ def packed_states(model: Any, input_ids: Any, lengths: np.ndarray, group_size: i
     return x if last_rows is not None else x[:real]
 
 
-__all__ = ["ROW_MULTIPLE", "SMALLEST_ROWS", "TOKENS_PER_PASS", "padded_batches", "padded_rows", "packed_states",
+__all__ = ["ATTENTION_MULTIPLE", "ROW_MULTIPLE", "SMALLEST_ROWS", "TOKENS_PER_PASS", "padded_batches", "padded_rows", "packed_states",
            "passes"]

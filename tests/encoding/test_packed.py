@@ -122,3 +122,25 @@ def test_last_rows_out_of_order_or_outside_the_pass_are_refused(tiny_bert, rows)
     encoder = Encoder(tiny_bert, pooling="mean", device="cpu", dtype="float32")
     with pytest.raises(ValueError, match="ascending order"):
         packed.packed_states(encoder.model, torch.tensor([1, 2, 3, 4, 5]), np.array([5]), 2, last_rows=np.array(rows))
+
+
+def test_attention_groups_over_32_pieces_are_padded_to_multiples_of_32(tiny_bert, monkeypatch):
+    """PyTorch's CPU flash attention keeps a kernel per block shape, so a group's width (keys and queries) over
+    :data:`~spacy_sapbert.encoding.packed.ATTENTION_MULTIPLE` is padded to a multiple of it; narrower groups keep
+    theirs; the vectors are the padded pass's all the same."""
+    import torch.nn.functional as functional
+
+    encoder = Encoder(tiny_bert, pooling="mean", device="cpu", dtype="float32", max_length=64)
+    texts = ["word " * n for n in (1, 3, 6, 8, 10, 12)]  # 6 to 50 word pieces
+    reference = padded(encoder, texts, 1)
+    widths = set()
+    attend = functional.scaled_dot_product_attention
+
+    def spy(query, key, value, **settings):
+        widths.update({query.shape[2], key.shape[2]})
+        return attend(query, key, value, **settings)
+
+    monkeypatch.setattr(functional, "scaled_dot_product_attention", spy)
+    for group in (1, 2):
+        np.testing.assert_allclose(encoder.encode(texts, batch_size=group), reference, atol=1e-5)
+    assert sorted(widths) == [6, 14, 26, 64]  # 34, 42 and 50 pieces: 64
