@@ -45,3 +45,22 @@ def test_an_ncbi_corpus_is_read_with_its_own_types():
     assert labels == ["DISEASE"] and label_map["SpecificDisease"] == "DISEASE"
     label_map, labels = misses.corpus_labels(cdr)
     assert labels == ["CHEMICAL", "DISEASE"] and "SpecificDisease" not in label_map
+
+
+def test_annotation_drift_is_a_wording_read_otherwise_in_training():
+    from spacy_sapbert.training.corpora import Document, Mention
+    misses = load_script()
+    train = [Document("1", "An antidepressant and an antidepressant-like drug.", "",
+                      [Mention(3, 17, "antidepressant", "Chemical", ("D000928",)),
+                       Mention(25, 39, "antidepressant", "Chemical", ("D000928",))]),
+             Document("2", "Analgesia; analgesia again.", "", [])]
+    dev = [Document("3", "Antidepressants? No: one antidepressant, and analgesia.", "",
+                    [Mention(45, 54, "analgesia", "Disease", ("D000699",))])]
+    rates = misses.tag_rates(train, {"antidepressant", "analgesia", "lithium"})
+    assert rates == {"antidepressant": (2, 2), "analgesia": (0, 2), "lithium": (0, 0)}  # whole words only
+    here = misses.tag_rates(dev, {"antidepressant", "analgesia", "lithium"})
+    assert misses.drifted({"antidepressant"}, rates, here, stated=True)       # tagged in training, never here
+    assert not misses.drifted({"antidepressant"}, rates, here, stated=False)
+    assert misses.drifted({"analgesia"}, rates, here, stated=False)           # here tagged, never in training
+    assert not misses.drifted({"analgesia", "lithium"}, rates, here, stated=False)  # one wording unseen: not drift
+    assert not misses.drifted(set(), rates, here, stated=True)
