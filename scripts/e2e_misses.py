@@ -17,21 +17,23 @@ gone from MeSH 2024, which the KB is built from, and NLM's record of the promoti
 
 With ``--train`` (the training corpus, BC5CDR train for BC5CDR dev) it also counts the errors that are the
 annotators' guidelines drifting between the two sets: a concept stated but not gold whose entities' wordings are
-tagged at half or more of their occurrences in the training set (two or more) and at none in the evaluated one
-("antidepressant": 15 of 15 in BC5CDR train, 0 of 11 in dev), and a concept missed whose mentions' wordings occur
-two or more times in the training set and are never tagged there ("analgesia"). No model trained on the one set
-learns the other's reading; the F1 without them is a reading of how much of the gap is drift, not a score.
+a gold mention at half or more of their occurrences in the training set (two or more) and at none in the evaluated
+one ("antidepressant" in BC5CDR train and dev), and a concept missed whose mentions' wordings occur two or more
+times in the training set and are never a gold mention there ("analgesia"). Occurrences are counted as ``sapbert
+ner-dictionary`` counts its annotation rate (``spacy_sapbert.training.ner.dictionary.annotation_rates``). No model
+trained on the one set learns the other's reading; the F1 without them is a reading of how much of the gap is
+drift, not a score.
 """
 from __future__ import annotations
 
 import argparse
 import collections
-import re
 from pathlib import Path
-from typing import Dict, List, Mapping, Sequence, Set, Tuple
+from typing import Any, Dict, List, Mapping, Sequence, Set, Tuple
 
 from spacy_sapbert.training.corpora import Document, read_pubtator
 from spacy_sapbert.training.ner.data import BC5CDR_LABELS, NCBI_LABELS
+from spacy_sapbert.training.ner.dictionary import annotated, annotation_rates
 from spacy_sapbert.training.ner.e2e_table import Entity, collect_runs, gold_sets, own_thresholds, stated
 from spacy_sapbert.training.ner.scores import PRF
 
@@ -67,35 +69,31 @@ def corpus_labels(documents: Sequence[Document]) -> Tuple[Dict[str, str], List[s
     return label_map, sorted({label_map[t] for t in types if t in label_map})
 
 
-def tag_rates(documents: Sequence[Document], wordings: Set[str]) -> Dict[str, Tuple[int, int]]:
-    """wording (lower case) → (occurrences inside a gold mention, occurrences) in ``documents``, whole words only."""
-    rates = {}
-    texts = [(d, d.text.lower()) for d in documents]
-    for wording in wordings:
-        pattern = re.compile(r"(?<![a-z0-9])" + re.escape(wording) + r"(?![a-z0-9])")
-        tagged = seen = 0
-        for document, text in texts:
-            for match in pattern.finditer(text):
-                seen += 1
-                tagged += any(m.start <= match.start() and match.end() <= m.end for m in document.mentions)
-        rates[wording] = (tagged, seen)
-    return rates
+Key = Tuple[str, str]
+"""(label, wording in lower case)."""
 
 
-def drifted(wordings: Set[str], train: Mapping[str, Tuple[int, int]], here: Mapping[str, Tuple[int, int]],
+def annotation_rates_in(nlp: Any, paths: Sequence[Path], keys: Set[Key]) -> Dict[Key, Tuple[int, int]]:
+    """(label, wording) → (occurrences that are a gold mention, occurrences) in the PubTator files ``paths`` that
+    annotate the label, on the pipeline's tokens: ``sapbert ner-dictionary``'s annotation rate
+    (:func:`annotation_rates`)."""
+    wordings = {f"{label}\t{wording}": (label, tuple(t.lower_ for t in nlp.make_doc(wording)))
+                for label, wording in keys}
+    rates = annotation_rates(nlp, annotated(nlp, paths)[0], wordings)
+    return {key: rates[f"{key[0]}\t{key[1]}"] for key in keys}
+
+
+def drifted(keys: Set[Key], train: Mapping[Key, Tuple[int, int]], here: Mapping[Key, Tuple[int, int]],
             stated: bool) -> bool:
-    """Whether every one of an error's ``wordings`` reads otherwise in training (module docstring): for a concept
-    ``stated`` but not gold, tagged at half or more of two or more training occurrences and never here; for a missed
-    one, never tagged in two or more training occurrences."""
-    def tagged_here(w: str) -> bool:
-        return here.get(w, (0, 0))[0] > 0
-
-    def drifts(w: str) -> bool:
-        tagged, seen = train.get(w, (0, 0))
+    """Whether every one of an error's (label, wording) ``keys`` reads otherwise in training (module docstring): for
+    a concept ``stated`` but not gold, a gold mention at half or more of two or more training occurrences and never
+    here; for a missed one, never a gold mention in two or more training occurrences."""
+    def drifts(key: Key) -> bool:
+        tagged, seen = train.get(key, (0, 0))
         if seen < 2:
             return False
-        return (2 * tagged >= seen and not tagged_here(w)) if stated else tagged == 0
-    return bool(wordings) and all(drifts(w) for w in wordings)
+        return (2 * tagged >= seen and here.get(key, (0, 0))[0] == 0) if stated else tagged == 0
+    return bool(keys) and all(drifts(key) for key in keys)
 
 
 def newer_descriptor(uid: str) -> bool:
@@ -119,7 +117,6 @@ def main() -> None:
     linker = nlp.get_pipe("sapbert_linker")
     kb = linker.kb
     documents = list(read_pubtator(args.corpus))
-    train = [d for path in args.train for d in read_pubtator(path)]
     label_map, labels = corpus_labels(documents)
     # stated at the pipe's thresholds (what it gives a user); a miss's cause read with the linker at 0, where an
     # entity keeps the concept that its threshold dropped
@@ -159,17 +156,16 @@ def main() -> None:
         counted = PRF(tp + renamed, len(extra) - renamed, len(missed) - renamed)
         print(f"  missed with a gold ID the KB lacks: {len(absent)}; found under a newer descriptor of the same "
               f"name: {renamed}; F1 {PRF(tp, len(extra), len(missed)).f1:.2f}, if those counted {counted.f1:.2f}")
-        if train:
-            said = {c: {text[c[0]][e.start:e.end].lower() for e in entities if e.pmid == c[0] and e.label == label
-                        and c[2] in stated(e, thresholds)} for c in extra}
-            gold_words = {c: {text[c[0]][s:e].lower() for s, e in mentions[c]} for c in missed}
-            wordings = set().union(*said.values(), *gold_words.values())
-            rates, here = tag_rates(train, wordings), tag_rates(documents, wordings)
-            fp = sum(drifted(w, rates, here, True) for w in said.values())
-            fn = sum(drifted(w, rates, here, False) for w in gold_words.values())
+        if args.train:
+            said = {c: {(label, text[c[0]][e.start:e.end].lower()) for e in entities if e.pmid == c[0]
+                        and e.label == label and c[2] in stated(e, thresholds)} for c in extra}
+            gold_words = {c: {(label, text[c[0]][s:e].lower()) for s, e in mentions[c]} for c in missed}
+            keys = set().union(*said.values(), *gold_words.values())
+            rates, here = annotation_rates_in(nlp, args.train, keys), annotation_rates_in(nlp, [args.corpus], keys)
+            fp = sum(drifted(k, rates, here, True) for k in said.values())
+            fn = sum(drifted(k, rates, here, False) for k in gold_words.values())
             print(f"  annotation drift: stated, tagged in training and never here {fp}; missed, never tagged in "
                   f"training {fn}; F1 without them {PRF(tp, len(extra) - fp, len(missed) - fn).f1:.2f}")
-
 
 if __name__ == "__main__":
     main()

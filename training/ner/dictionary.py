@@ -57,6 +57,30 @@ def annotated(nlp: Language, corpora: Sequence[Path]) -> Annotated:
     return docs, counts
 
 
+def annotation_rates(nlp: Language, docs: Sequence[Tuple[Any, Any, Dict[Tuple[int, int], str]]],
+                     wordings: Dict[str, Tuple[str, Tuple[str, ...]]]) -> Dict[str, Tuple[int, int]]:
+    """wording → (occurrences that are a gold mention, occurrences) in ``docs`` (the first part of
+    :func:`annotated`), for ``wordings`` given as wording → (label, its tokens' lower-case forms): the module's
+    annotation rate, counted in the documents of corpora that annotate the wording's label; an occurrence inside
+    or across a gold mention it is not counts neither way."""
+    matcher = Matcher(nlp.vocab)
+    for wording, (_, tokens) in wordings.items():
+        matcher.add(wording, [[{"LOWER": token} for token in tokens]])
+    tagged: Counter = Counter()
+    free: Counter = Counter()
+    for doc, labels, gold in docs:
+        exact = set(gold)
+        for key, start, end in matcher(doc):
+            wording = nlp.vocab.strings[key]
+            if wordings[wording][0] not in labels:
+                continue
+            if (start, end) in exact:
+                tagged[wording] += 1
+            elif not any(s < end and start < e for s, e in gold):
+                free[wording] += 1
+    return {wording: (tagged[wording], tagged[wording] + free[wording]) for wording in wordings}
+
+
 def dictionary_patterns(nlp: Language, corpora: Sequence[Path], min_rate: float = 0.5, min_count: int = 1,
                         read: Optional[Annotated] = None) -> Tuple[List[Dict[str, Any]], Dict[str, object]]:
     """The patterns and the counts behind them. Token patterns
@@ -71,25 +95,11 @@ def dictionary_patterns(nlp: Language, corpora: Sequence[Path], min_rate: float 
         if count >= min_count and count * 2 > sum(labels.values()) and len("".join(tokens)) >= MIN_CHARACTERS \
                 and any(ch.isalpha() for ch in wording):
             candidates[wording] = (label, tokens)
-    matcher = Matcher(nlp.vocab)
-    for wording, (_, tokens) in candidates.items():
-        matcher.add(wording, [[{"LOWER": token} for token in tokens]])
-    tagged: Counter = Counter()
-    free: Counter = Counter()
-    for doc, labels, gold in docs:
-        exact = set(gold)
-        for key, start, end in matcher(doc):
-            wording = nlp.vocab.strings[key]
-            if candidates[wording][0] not in labels:
-                continue
-            if (start, end) in exact:
-                tagged[wording] += 1
-            elif not any(s < end and start < e for s, e in gold):
-                free[wording] += 1
+    rates = annotation_rates(nlp, docs, candidates)
     patterns = []
     for wording, (label, tokens) in sorted(candidates.items()):
-        seen = tagged[wording] + free[wording]
-        if seen and tagged[wording] / seen >= min_rate:
+        tagged, seen = rates[wording]
+        if seen and tagged / seen >= min_rate:
             patterns.append({"label": label, "pattern": [{"LOWER": token} for token in tokens]})
     report = {"corpora": [str(p) for p in corpora], "min_rate": min_rate, "min_count": min_count,
               "wordings_tagged_often_enough": len(candidates), "patterns": len(patterns),
@@ -191,5 +201,5 @@ def write_kb_grow_names(path: Path, kb_file: Path, label_types: Dict[str, Sequen
     return {"kb": str(kb_file), "labels": list(label_types), "names": len(growth), "output": str(path)}
 
 
-__all__ = ["annotated", "dictionary_patterns", "annotator_exclusions", "write_patterns", "write_exclusions",
-           "linker_label_types", "write_kb_grow_names", "MIN_CHARACTERS"]
+__all__ = ["annotated", "annotation_rates", "dictionary_patterns", "annotator_exclusions", "write_patterns",
+           "write_exclusions", "linker_label_types", "write_kb_grow_names", "MIN_CHARACTERS"]

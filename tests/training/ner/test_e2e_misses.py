@@ -47,20 +47,31 @@ def test_an_ncbi_corpus_is_read_with_its_own_types():
     assert labels == ["CHEMICAL", "DISEASE"] and "SpecificDisease" not in label_map
 
 
-def test_annotation_drift_is_a_wording_read_otherwise_in_training():
-    from spacy_sapbert.training.corpora import Document, Mention
+def test_annotation_drift_is_a_wording_read_otherwise_in_training(tmp_path):
+    import spacy
+
     misses = load_script()
-    train = [Document("1", "An antidepressant and an antidepressant-like drug.", "",
-                      [Mention(3, 17, "antidepressant", "Chemical", ("D000928",)),
-                       Mention(25, 39, "antidepressant", "Chemical", ("D000928",))]),
-             Document("2", "Analgesia; analgesia again.", "", [])]
-    dev = [Document("3", "Antidepressants? No: one antidepressant, and analgesia.", "",
-                    [Mention(45, 54, "analgesia", "Disease", ("D000699",))])]
-    rates = misses.tag_rates(train, {"antidepressant", "analgesia", "lithium"})
-    assert rates == {"antidepressant": (2, 2), "analgesia": (0, 2), "lithium": (0, 0)}  # whole words only
-    here = misses.tag_rates(dev, {"antidepressant", "analgesia", "lithium"})
-    assert misses.drifted({"antidepressant"}, rates, here, stated=True)       # tagged in training, never here
-    assert not misses.drifted({"antidepressant"}, rates, here, stated=False)
-    assert misses.drifted({"analgesia"}, rates, here, stated=False)           # here tagged, never in training
-    assert not misses.drifted({"analgesia", "lithium"}, rates, here, stated=False)  # one wording unseen: not drift
+    train, dev = tmp_path / "train.txt", tmp_path / "dev.txt"
+    train.write_text("1|t|An antidepressant and an antidepressant-like drug.\n1|a|\n"
+                     "1\t3\t17\tantidepressant\tChemical\tD000928\n1\t25\t39\tantidepressant\tChemical\tD000928\n\n"
+                     "2|t|Analgesia; analgesia again.\n2|a|\n2\t0\t9\tAnalgesia\tChemical\tD000700\n\n",
+                     encoding="utf-8")
+    dev.write_text("3|t|Antidepressants? No: one antidepressant, and analgesia.\n3|a|\n"
+                   "3\t45\t54\tanalgesia\tDisease\tD000699\n\n", encoding="utf-8")
+    nlp = spacy.blank("en")
+    keys = {("CHEMICAL", "antidepressant"), ("DISEASE", "analgesia"), ("CHEMICAL", "lithium")}
+    rates = misses.annotation_rates_in(nlp, [train], keys)
+    # whole tokens only; train annotates no disease, so its "analgesia" counts for no DISEASE rate
+    assert rates == {("CHEMICAL", "antidepressant"): (2, 2), ("DISEASE", "analgesia"): (0, 0),
+                     ("CHEMICAL", "lithium"): (0, 0)}
+    assert misses.annotation_rates_in(nlp, [train], {("CHEMICAL", "analgesia")}) == {("CHEMICAL", "analgesia"): (1, 2)}
+    here = misses.annotation_rates_in(nlp, [dev], keys | {("CHEMICAL", "analgesia")})
+    assert here[("CHEMICAL", "antidepressant")] == (0, 0)  # dev annotates no chemical
+    assert here[("DISEASE", "analgesia")] == (1, 1)
+    antidepressant = {("CHEMICAL", "antidepressant")}
+    assert misses.drifted(antidepressant, rates, here, stated=True)        # tagged in training, never here
+    assert not misses.drifted(antidepressant, rates, here, stated=False)
+    never = {("DISEASE", "analgesia"): (0, 2), ("CHEMICAL", "lithium"): (0, 0)}
+    assert misses.drifted({("DISEASE", "analgesia")}, never, here, stated=False)  # here tagged, never in training
+    assert not misses.drifted({("DISEASE", "analgesia"), ("CHEMICAL", "lithium")}, never, here, stated=False)
     assert not misses.drifted(set(), rates, here, stated=True)
