@@ -29,7 +29,7 @@ from spacy.util import filter_spans
 from tqdm import tqdm
 
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
-from spacy_sapbert.pipes.abbreviations import short_form_entities, with_short_forms
+from spacy_sapbert.pipes.abbreviations import short_form_entities, with_short_forms, without_unlabelled_short_forms
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +131,7 @@ class DictionaryNER:
                  for key, start, end in matcher(doc)]
         spans = filter_spans(spans)
         spans = with_short_forms(spans, short_form_entities(doc, spans))
+        spans = without_unlabelled_short_forms(doc, spans)
         spans = sorted(spans, key=lambda s: s.start)
         if self.spans_key:
             doc.spans[self.spans_key] = spans

@@ -6,12 +6,16 @@ A NER model without pretrained vectors misses many short forms it never saw in t
 (Schwartz & Hearst) and labels every occurrence of a short form like the entity that ends its
 long form, replacing predictions that overlap it. It is the usual post-processing of BC5CDR
 systems, and it lives in the runtime package so that a packaged NER pipeline that lists it
-loads with only spacy-sapbert installed (``spacy_factories`` entry point).
+loads with only spacy-sapbert installed (``spacy_factories`` entry point). The other direction
+holds too (``drop_unlabelled_short_forms``): where the abstract defines a short form by a long form
+that is no entity ("bone mineral density (BMD)"), an entity on the short form is a NER's guess at
+another sense ("BMD" as Becker muscular dystrophy) and is dropped.
 
 :func:`abbreviation_pairs` is the one reader of what the detector leaves in
 ``doc._.abbreviations`` for the rest of the package (the linker, the annotate records, the demo).
-:func:`short_form_entities` and :func:`with_short_forms` are the labelling rule itself, shared
-with the demo's dictionary matcher, so a short form is labelled the same way wherever it is found.
+:func:`short_form_entities`, :func:`with_short_forms` and :func:`without_unlabelled_short_forms` are the
+labelling rule itself, shared with the demo's dictionary matcher, so a short form is labelled the same way
+wherever it is found.
 """
 from __future__ import annotations
 
@@ -84,6 +88,22 @@ def short_form_entities(doc: Doc, ents: Iterable[Span], labels: Optional[Collect
     return found
 
 
+def without_unlabelled_short_forms(doc: Doc, ents: Iterable[Span],
+                                   labels: Optional[Collection[str]] = None) -> List[Span]:
+    """``ents`` less each entity (of ``labels``, when given) that is exactly a short form whose long form
+    overlaps none of ``ents``: the abstract says what the letters stand for, and that is no entity
+    ("bone mineral density (BMD)", so "BMD" is not Becker muscular dystrophy there)."""
+    ents = list(ents)
+    if not Doc.has_extension("abbreviations"):
+        return ents
+    undefined = set()
+    for short in doc._.abbreviations or []:
+        long_form = short._.long_form if isinstance(short, Span) else None
+        if isinstance(long_form, Span) and not any(e.start < long_form.end and long_form.start < e.end for e in ents):
+            undefined.add((short.start, short.end))
+    return [e for e in ents if (e.start, e.end) not in undefined or (labels is not None and e.label_ not in labels)]
+
+
 def other_number(short: str) -> Optional[str]:
     """The short form in the other grammatical number: "VSDs" → "VSD", "NSAID" → "NSAIDs"; None when the
     form is no plural of capitals ("MS", "Hs", "Ca") nor a run of capitals that can take one."""
@@ -127,11 +147,12 @@ def with_short_forms(ents: Iterable[Span], found: Sequence[Span]) -> List[Span]:
     return filter_spans(kept + found)
 
 
-@Language.factory("abbreviation_entities", default_config={"labels": None, "serializable": True},
+@Language.factory("abbreviation_entities",
+                  default_config={"labels": None, "serializable": True, "drop_unlabelled_short_forms": True},
                   requires=["doc.ents"], assigns=["doc.ents", "doc._.abbreviations"])
-def make_abbreviation_entities(nlp: Language, name: str, labels: Optional[List[str]],
-                               serializable: bool) -> "AbbreviationEntities":
-    return AbbreviationEntities(nlp, name, labels, serializable)
+def make_abbreviation_entities(nlp: Language, name: str, labels: Optional[List[str]], serializable: bool,
+                               drop_unlabelled_short_forms: bool) -> "AbbreviationEntities":
+    return AbbreviationEntities(nlp, name, labels, serializable, drop_unlabelled_short_forms)
 
 
 class AbbreviationEntities:
@@ -141,17 +162,20 @@ class AbbreviationEntities:
     ``AbbreviationDetector(make_serializable=True)``: dicts of offsets and texts, and
     ``span._.long_form`` a string. Spans there cannot be serialised, so ``nlp.pipe(n_process=2)``
     and ``Doc.to_bytes`` fail on any document with an abbreviation (spaCy's E871);
-    :func:`abbreviation_pairs` reads both forms.
+    :func:`abbreviation_pairs` reads both forms. ``drop_unlabelled_short_forms`` (the default) removes an
+    entity on a short form whose long form is no entity (:func:`without_unlabelled_short_forms`).
     """
 
     def __init__(self, nlp: Language, name: str = "abbreviation_entities",
-                 labels: Optional[Sequence[str]] = None, serializable: bool = True) -> None:
+                 labels: Optional[Sequence[str]] = None, serializable: bool = True,
+                 drop_unlabelled_short_forms: bool = True) -> None:
         # Imported here so that importing spacy_sapbert does not pull in scispaCy's detector.
         from scispacy.abbreviation import AbbreviationDetector
 
         self.name = name
         self.label_filter = set(labels) if labels else None
         self.serializable = bool(serializable)
+        self.drop_unlabelled_short_forms = bool(drop_unlabelled_short_forms)
         self.detector = AbbreviationDetector(nlp)  # spans first: the labels are read off them below
 
     def __call__(self, doc: Doc) -> Doc:
@@ -164,6 +188,10 @@ class AbbreviationEntities:
         found = short_form_entities(doc, doc.ents, self.label_filter)
         if found:
             doc.ents = with_short_forms(doc.ents, found)
+        if self.drop_unlabelled_short_forms:
+            kept = without_unlabelled_short_forms(doc, doc.ents, self.label_filter)
+            if len(kept) < len(doc.ents):
+                doc.ents = kept
         if self.serializable:
             doc._.abbreviations = [self.detector.make_short_form_serializable(short) if isinstance(short, Span)
                                    else short for short in doc._.abbreviations]

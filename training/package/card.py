@@ -110,7 +110,7 @@ def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") ->
         + _teacher_sentence(report.get("ner_teacher")),
         *dictionary,
         "- `abbreviation_entities`: scispaCy's AbbreviationDetector; short forms take their long form's label, and "
-        "the linker links the long form.",
+        "the linker links the long form; an entity on a short form whose long form is no entity is dropped.",
         f"- `sapbert_linker`: all-MiniLM-L6-v2 fine-tuned by self-alignment (Multi-Similarity loss, online hard "
         f"pairs) on BC5CDR/NCBI train mentions and {report.get('encoder_pairs_kb', report['kb'])} synonym pairs, "
         "mean pooling, weights stored in "

@@ -298,6 +298,27 @@ def test_a_short_form_in_the_other_number_takes_the_same_long_form():
     assert ("VSD", "DISEASE") in ents and ("NSAIDs", "CHEMICAL") in ents
 
 
+def test_a_short_form_whose_long_form_is_no_entity_is_dropped():
+    """"bone mineral density (BMD)": the abstract says what BMD is, so a NER's "BMD" (Becker muscular dystrophy
+    elsewhere) is no disease here; a short form whose long form is an entity stays, and so does every other
+    entity, also one of a label the pipe does not handle."""
+    def run(**config):
+        pipe = scispacy_blank(split_hyphens=True)
+        ruler = pipe.add_pipe("entity_ruler")
+        ruler.add_patterns([{"label": "DISEASE", "pattern": "BMD"}, {"label": "CHEMICAL", "pattern": "HT"},
+                            {"label": "CHEMICAL", "pattern": "retinoic acid"}])
+        pipe.add_pipe("abbreviation_entities", config=config)
+        doc = pipe("Bone mineral density (BMD) fell with retinoic acid (RA) and hydroxytryptamine (HT). "
+                   "BMD was low; RA and HT were stopped.")
+        return [(e.text, e.label_) for e in doc.ents]
+
+    ents = run()
+    assert ("BMD", "DISEASE") not in ents and ents.count(("RA", "CHEMICAL")) == 2
+    assert ("HT", "CHEMICAL") not in ents
+    assert run(labels=["DISEASE"]).count(("HT", "CHEMICAL")) == 2  # CHEMICAL is not this pipe's to drop
+    assert run(drop_unlabelled_short_forms=False).count(("BMD", "DISEASE")) == 2
+
+
 def test_abbreviation_entities_leave_docs_without_abbreviations_alone():
     pipe = scispacy_blank()
     ruler = pipe.add_pipe("entity_ruler")
