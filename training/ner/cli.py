@@ -186,14 +186,26 @@ def ner_dictionary(
     grow_names: Optional[Path] = typer.Option(None, "--grow-names", help="Also write the KB names of --grow-label "
                                               "that a NER entity inside one grows to (LABEL<TAB>tokens lines, gzip; new "
                                               "unless --overwrite); needs --kb."),
-    kb: Optional[Path] = typer.Option(None, "--kb", help="With --grow-names: the linker's KB (JSONL or JSONL.gz)."),
+    kb: Optional[Path] = typer.Option(None, "--kb", help="With --grow-names or --branch-trees: the linker's KB (JSONL or JSONL.gz)."),
     grow_label: List[str] = typer.Option(["DISEASE"], "--grow-label", help="With --grow-names: a label whose "
                                          "entities grow (repeatable; its KB types from the pipeline's linker)."),
+    branch_trees: Optional[Path] = typer.Option(None, "--branch-trees", help="With --exclusions and --kb: MeSH "
+                                                "tree numbers (DescriptorUI<TAB>TreeNumber, .tsv or .tsv.gz); also "
+                                                "exclude the KB names of --branch-label concepts that lie only in "
+                                                "branches the annotators seldom tag (enzymes in BC5CDR)."),
+    branch_label: List[str] = typer.Option(["CHEMICAL"], "--branch-label", help="With --branch-trees: a label "
+                                           "whose KB names may be excluded by branch (repeatable; its KB types "
+                                           "from the pipeline's linker)."),
+    branch_min_seen: int = typer.Option(10, help="With --branch-trees: a branch whose names occur at least this "
+                                        "often, tagged at under --max-rate of them."),
+    branch_depth: int = typer.Option(2, help="With --branch-trees: a branch is a tree number cut to this many "
+                                     "parts (D08.811: 2)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output (and --exclusions, --grow-names) "
                                    "when it exists."),
 ) -> None:
     """Wordings the annotators tag nearly everywhere, as patterns for the dictionary_entities pipe after the NER
-    (with --exclusions, those they seldom tag; with --grow-names, the KB names entities grow to)."""
+    (with --exclusions, those they seldom tag, and with --branch-trees the KB names of the MeSH branches they seldom
+    tag; with --grow-names, the KB names entities grow to)."""
     import spacy
 
     from spacy_sapbert.default import DEFAULT_PIPELINE
@@ -210,11 +222,19 @@ def ner_dictionary(
                                  extra, field=flag)
         if grow_names is not None and (kb is None or not kb.is_file()):
             raise InputError("--grow-names needs the linker's KB file", kb, field="--kb")
+        if branch_trees is not None:
+            if exclusions is None or kb is None or not kb.is_file():
+                raise InputError("--branch-trees needs --exclusions and the linker's KB file (--kb)", kb, field="--kb")
+            if not branch_trees.is_file():
+                raise InputError("not a file", branch_trees, field="--branch-trees")
+            if branch_depth < 1:
+                raise InputError(f"must be 1 or more, got {branch_depth}", field="--branch-depth")
         if exclusions is not None:
             if not 0 < max_rate < 1:
                 raise InputError(f"must be between 0 and 1, got {max_rate}", field="--max-rate")
         source = pipeline or DEFAULT_PIPELINE
         label_types = linker_label_types(Path(source), grow_label) if grow_names is not None else {}
+        branch_types = linker_label_types(Path(source), branch_label, "--branch-label") if branch_trees else {}
         nlp = spacy.load(source, exclude=spacy.util.load_config(Path(source) / "config.cfg")["nlp"]["pipeline"])
         read = annotated(nlp, corpora)  # tokenised once for both lists
         patterns, report = dictionary_patterns(nlp, corpora, min_rate=min_rate, min_count=min_count, read=read)
@@ -222,6 +242,18 @@ def ner_dictionary(
         if exclusions is not None:
             excluded, report["exclusions"] = annotator_exclusions(nlp, corpora, max_rate=max_rate,
                                                                   min_seen=min_seen, read=read)
+            if branch_trees is not None:
+                from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+                from spacy_sapbert.kb.sources.mesh import read_mesh_trees
+
+                from .branch_exclusions import branch_exclusions
+
+                by_branch, report["branch_exclusions"] = branch_exclusions(
+                    nlp, read, KnowledgeBase.from_jsonl(kb), read_mesh_trees(branch_trees),
+                    branch_types, depth=branch_depth, min_seen=branch_min_seen,
+                    max_rate=max_rate)
+                excluded = sorted(set(excluded) | set(by_branch))
+                report["exclusions"]["exclusions"] = len(excluded)
             write_exclusions(exclusions, excluded)
         if grow_names is not None:
             report["grow_names"] = write_kb_grow_names(grow_names, kb, label_types, nlp.make_doc)

@@ -75,8 +75,9 @@ def _annotation_parts(report: Dict[str, Any]) -> Tuple[List[str], str, str]:
     if not found:
         return [], "", ""
     excluded = (f" First it removes the NER entities that are exactly one of {found['exclusions']:,} wordings the "
-                "same annotators seldom tag with the entity's label although they occur often "
-                "(`sapbert ner-dictionary --exclusions`)." if found.get("exclusions") else "")
+                "same annotators seldom tag with the entity's label although they occur often, or that name a KB "
+                "concept lying only in MeSH branches they seldom tag, such as enzymes (`sapbert ner-dictionary "
+                "--exclusions`, with `--branch-trees` for the branches)." if found.get("exclusions") else "")
     grown = (f" A NER entity inside one of {found['grow_names']:,} longer KB names of its label (only words "
              "added: \"secondary hyperparathyroidism\" over \"hyperparathyroidism\") grows to it "
              "(`sapbert ner-dictionary --grow-names`)." if found.get("grow_names") else "")
