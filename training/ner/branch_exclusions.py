@@ -86,7 +86,7 @@ def branch_exclusions(nlp: Language, read: Annotated, kb: Any, trees: Mapping[st
     excluded = []
     for (label, tokens), branches in where.items():
         hits, occurrences = rates[f"{label}\t{' '.join(tokens)}"]
-        if branches and all((label, b) in left_out for b in branches) and not hits >= max_rate * max(occurrences, 1):
+        if branches and all((label, b) in left_out for b in branches) and hits < max_rate * max(occurrences, 1):
             excluded.append((label, " ".join(tokens)))
     report = {"depth": depth, "min_seen": min_seen, "max_rate": max_rate, "names": len(names),
               "branches_left_out": {f"{label} {branch}": [tagged[label, branch], seen[label, branch]]

@@ -224,7 +224,7 @@ def ner_dictionary(
             raise InputError("--grow-names needs the linker's KB file", kb, field="--kb")
         if branch_trees is not None:
             if exclusions is None or kb is None or not kb.is_file():
-                raise InputError("--branch-trees needs --exclusions and the linker's KB file (--kb)", kb, field="--kb")
+                raise InputError("needs --exclusions and the linker's KB file (--kb)", field="--branch-trees")
             if not branch_trees.is_file():
                 raise InputError("not a file", branch_trees, field="--branch-trees")
             if branch_depth < 1:

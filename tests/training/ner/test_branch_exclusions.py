@@ -45,3 +45,39 @@ def test_names_lying_only_in_a_branch_the_annotators_leave_untagged_are_excluded
     assert not any(label != "CHEMICAL" for label, _ in excluded)  # only the labels asked for
     assert report["exclusions"] == len(excluded) == 3
     assert branches_of(["D08.811.277", "D12.644"], 2) == {"D08.811", "D12.644"}
+
+
+def test_ner_dictionary_adds_the_branch_exclusions_and_refuses_them_without_a_kb(tmp_path):
+    from typer.testing import CliRunner
+
+    from spacy_sapbert.cli import app
+    from spacy_sapbert.pipes.dictionary import read_exclusions
+    from spacy_sapbert.training.cli import register
+
+    register(app)
+    train = _pubtator(tmp_path / "train.txt", [
+        ("1", "Nitric oxide synthase rose and nitric oxide synthase fell; insulin.", [("insulin", "Chemical")]),
+        ("2", "Nitric oxide synthase with insulin in fever.", [("insulin", "Chemical"), ("fever", "Disease")])])
+    kb = tmp_path / "kb.jsonl"
+    KnowledgeBase([Concept("D000118", "Acetylglucosaminidase", ["N-acetyl-beta-D-glucosaminidase"], types=["Chemical"]),
+                   Concept("D009239", "Nitric Oxide Synthase", types=["Chemical"]),
+                   Concept("D007328", "Insulin", types=["Chemical"])]).to_jsonl(kb)
+    trees = tmp_path / "trees.tsv"
+    trees.write_text("DescriptorUI\tTreeNumber\nD000118\tD08.811.277.450\nD009239\tD08.811.682.608\n"
+                     "D007328\tD06.472.699.587\n", encoding="utf-8")
+    refused = CliRunner().invoke(app, ["ner-dictionary", str(train), "-o", str(tmp_path / "p.jsonl"),
+                                       "--branch-trees", str(trees)])
+    assert refused.exit_code == 2 and "--branch-trees" in refused.output and not (tmp_path / "p.jsonl").exists()
+    exclusions = tmp_path / "exclusions.tsv"
+    done = CliRunner().invoke(app, ["ner-dictionary", str(train), "-o", str(tmp_path / "p.jsonl"), "--exclusions",
+                                    str(exclusions), "--kb", str(kb), "--branch-trees", str(trees),
+                                    "--branch-min-seen", "3"])
+    assert done.exit_code == 0, done.output
+    written = set(read_exclusions(exclusions))
+    assert ("CHEMICAL", "acetylglucosaminidase") in written and ("CHEMICAL", "nitric oxide synthase") in written
+    assert ("CHEMICAL", "insulin") not in written
+    import json
+
+    report = json.loads(done.stdout)
+    assert report["branch_exclusions"]["branches_left_out"] == {"CHEMICAL D08.811": [0, 3]}
+    assert report["exclusions"]["exclusions"] == len(written)
