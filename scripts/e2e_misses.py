@@ -79,7 +79,7 @@ def annotation_rates_in(nlp: Any, paths: Sequence[Path], keys: Set[Key]) -> Dict
     (:func:`annotation_rates`)."""
     wordings = {f"{label}\t{wording}": (label, tuple(t.lower_ for t in nlp.make_doc(wording)))
                 for label, wording in keys}
-    rates = annotation_rates(nlp, annotated(nlp, paths)[0], wordings)
+    rates = annotation_rates(annotated(nlp, paths)[0], wordings)
     return {key: rates[f"{key[0]}\t{key[1]}"] for key in keys}
 
 

@@ -18,8 +18,6 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any, Dict, Iterable, List, Mapping, Sequence, Set, Tuple
 
-from spacy.language import Language
-
 from spacy_sapbert.kb.normalize import normalize
 
 from .dictionary import MIN_CHARACTERS, Annotated, annotation_rates
@@ -32,18 +30,26 @@ def branches_of(tree_numbers: Iterable[str], depth: int) -> Branches:
     return {".".join(tree.split(".")[:depth]) for tree in tree_numbers}
 
 
-def concept_names(kb: Any, label_types: Mapping[str, Sequence[str]], trees: Mapping[str, Sequence[str]],
+def concept_trees(kb: Any, trees: Mapping[str, Sequence[str]]) -> Dict[str, List[str]]:
+    """KB concept ID → its MeSH tree numbers, for the concepts ``trees`` (descriptor UI → tree numbers) reaches
+    (a merged concept through any of its IDs, ``D008232|OMIM:308240``)."""
+    found: Dict[str, List[str]] = defaultdict(list)
+    for ui, numbers in trees.items():
+        concept = kb.resolve(ui)
+        if concept is not None:
+            found[concept.concept_id].extend(numbers)
+    return dict(found)
+
+
+def concept_names(kb: Any, label_types: Mapping[str, Sequence[str]], with_trees: Iterable[str],
                   tokenize: Any) -> Dict[Tuple[str, Tuple[str, ...]], Set[str]]:
     """(label, a name's lower-case tokens) → the IDs of the concepts of that label's KB types that have it, for
-    every KB concept with MeSH tree numbers (a merged concept's through any of its IDs, ``D008232|OMIM:308240``);
-    the concepts without tree numbers that share the name (by the KB's normalised form) are among the IDs too, so
-    a name a supplementary record also has lies in no branch."""
+    the concepts ``with_trees`` (:func:`concept_trees`); the concepts without tree numbers that share the name (by
+    the KB's normalised form) are among the IDs too, so a name a supplementary record also has lies in no branch."""
     by_name = kb.alias_to_concepts
     names: Dict[Tuple[str, Tuple[str, ...]], Set[str]] = defaultdict(set)
-    for ui in trees:
-        concept = kb.resolve(ui)
-        if concept is None:
-            continue
+    for concept_id in with_trees:
+        concept = kb.resolve(concept_id)
         for label, types in label_types.items():
             if set(types).isdisjoint(concept.types):
                 continue
@@ -56,36 +62,33 @@ def concept_names(kb: Any, label_types: Mapping[str, Sequence[str]], trees: Mapp
     return names
 
 
-def branch_exclusions(nlp: Language, read: Annotated, kb: Any, trees: Mapping[str, Sequence[str]],
-                      label_types: Mapping[str, Sequence[str]], depth: int = 2, min_seen: int = 10,
+def branch_exclusions(read: Annotated, kb: Any, trees: Mapping[str, Sequence[str]],
+                      label_types: Mapping[str, Sequence[str]], tokenize: Any, depth: int = 2, min_seen: int = 10,
                       max_rate: float = 0.1) -> Tuple[List[Tuple[str, str]], Dict[str, object]]:
     """(label, wording) exclusions of the names that lie only in branches the annotators leave out (module
     docstring), and a report naming those branches with their counts. ``read``: :func:`~.dictionary.annotated` of
     the training corpora; ``trees``: descriptor UI → tree numbers (:func:`spacy_sapbert.kb.sources.mesh.read_mesh_trees`);
-    ``label_types``: each label's KB types (:func:`~.dictionary.linker_label_types`)."""
+    ``label_types``: each label's KB types (:func:`~.dictionary.linker_label_types`); ``tokenize``: the pipeline's
+    tokenizer (``nlp.make_doc``), which cuts the names as it cut the corpora."""
     docs, _ = read
-    names = concept_names(kb, label_types, trees, nlp.make_doc)
-    ui_trees: Dict[str, List[str]] = defaultdict(list)
-    for ui, numbers in trees.items():
-        concept = kb.resolve(ui)
-        if concept is not None:
-            ui_trees[concept.concept_id].extend(numbers)
+    numbers = concept_trees(kb, trees)
+    names = concept_names(kb, label_types, numbers, tokenize)
     # a name of a concept without tree numbers lies in no branch the rule can leave out: no branches at all
-    where = {key: set().union(*(branches_of(ui_trees[c], depth) for c in ids))
-             if all(ui_trees.get(c) for c in ids) else set() for key, ids in names.items()}
-    wordings = {f"{label}\t{' '.join(tokens)}": (label, tokens) for label, tokens in names}
-    rates = annotation_rates(nlp, docs, wordings)
+    where = {key: set().union(*(branches_of(numbers[c], depth) for c in ids))
+             if all(c in numbers for c in ids) else set() for key, ids in names.items()}
+    wording = {key: f"{key[0]}\t{' '.join(key[1])}" for key in names}
+    rates = annotation_rates(docs, {wording[key]: key for key in names})
     tagged: Counter = Counter()
     seen: Counter = Counter()
-    for (label, tokens), branches in where.items():
-        hits, occurrences = rates[f"{label}\t{' '.join(tokens)}"]
+    for key, branches in where.items():
+        hits, occurrences = rates[wording[key]]
         for branch in branches:
-            tagged[label, branch] += hits
-            seen[label, branch] += occurrences
-    left_out = {key for key, n in seen.items() if n >= min_seen and tagged[key] < max_rate * n}
+            tagged[key[0], branch] += hits
+            seen[key[0], branch] += occurrences
+    left_out = {pair for pair, n in seen.items() if n >= min_seen and tagged[pair] < max_rate * n}
     excluded = []
     for (label, tokens), branches in where.items():
-        hits, occurrences = rates[f"{label}\t{' '.join(tokens)}"]
+        hits, occurrences = rates[wording[label, tokens]]
         if branches and all((label, b) in left_out for b in branches) and hits < max_rate * max(occurrences, 1):
             excluded.append((label, " ".join(tokens)))
     report = {"depth": depth, "min_seen": min_seen, "max_rate": max_rate, "names": len(names),
@@ -95,4 +98,4 @@ def branch_exclusions(nlp: Language, read: Annotated, kb: Any, trees: Mapping[st
     return sorted(excluded), report
 
 
-__all__ = ["branches_of", "concept_names", "branch_exclusions"]
+__all__ = ["branches_of", "concept_trees", "concept_names", "branch_exclusions"]

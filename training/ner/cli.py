@@ -249,9 +249,8 @@ def ner_dictionary(
                 from .branch_exclusions import branch_exclusions
 
                 by_branch, report["branch_exclusions"] = branch_exclusions(
-                    nlp, read, KnowledgeBase.from_jsonl(kb), read_mesh_trees(branch_trees),
-                    branch_types, depth=branch_depth, min_seen=branch_min_seen,
-                    max_rate=max_rate)
+                    read, KnowledgeBase.from_jsonl(kb), read_mesh_trees(branch_trees), branch_types, nlp.make_doc,
+                    depth=branch_depth, min_seen=branch_min_seen, max_rate=max_rate)
                 excluded = sorted(set(excluded) | set(by_branch))
                 report["exclusions"]["exclusions"] = len(excluded)
             write_exclusions(exclusions, excluded)

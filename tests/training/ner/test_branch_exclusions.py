@@ -32,8 +32,8 @@ def test_names_lying_only_in_a_branch_the_annotators_leave_untagged_are_excluded
     trees = {"D1": ["D08.811.277"], "D2": ["D08.811.682"], "D3": ["D06.472.699", "D12.644.548"],
              "D4": ["D08.811.277.450"], "D5": ["D08.811.682.130"], "D6": ["C23.888.119"]}
     nlp = spacy.blank("en")
-    excluded, report = branch_exclusions(nlp, annotated(nlp, [cdr]), kb, trees, {"CHEMICAL": ["Chemical"]},
-                                         depth=2, min_seen=3, max_rate=0.3)
+    excluded, report = branch_exclusions(annotated(nlp, [cdr]), kb, trees, {"CHEMICAL": ["Chemical"]},
+                                         nlp.make_doc, depth=2, min_seen=3, max_rate=0.3)
     words = lambda text: " ".join(t.lower_ for t in nlp.make_doc(text))  # noqa: E731
     # the enzyme branch: 1 tagged of 4 occurrences (25% < 30%); a name never seen in training is excluded too
     assert report["branches_left_out"] == {"CHEMICAL D08.811": [1, 4]}
