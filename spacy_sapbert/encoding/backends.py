@@ -1,8 +1,9 @@
-"""Loading an encoder's weights and tokenizer with one of two backends.
+"""Loading an encoder's weights and tokenizer with one of three backends.
 
 ``native`` (:mod:`spacy_sapbert.encoding.bert`) computes a plain BERT with torch alone and never
-imports ``transformers``, which saves seconds when the default pipeline loads;
-``transformers`` runs anything else. The :class:`~spacy_sapbert.encoding.encoder.Encoder` picks one
+imports ``transformers``, which saves seconds when the default pipeline loads; ``onnx``
+(:mod:`spacy_sapbert.encoding.onnx_bert`) computes the same model on ONNX Runtime without torch, which
+saves its ~220 MB where torch is not installed or not wanted; ``transformers`` runs anything else. The :class:`~spacy_sapbert.encoding.encoder.Encoder` picks one
 per model folder and loads through the functions here.
 """
 from __future__ import annotations
@@ -14,13 +15,14 @@ from typing import Any, Dict, Optional, Tuple, Union
 from spacy_sapbert.encoding.modelfiles import check_is_encoder
 from spacy_sapbert.errors import InputError
 
-BACKENDS = ("auto", "native", "transformers")
+BACKENDS = ("auto", "native", "onnx", "transformers")
 
 
 def pick_backend(backend: Optional[str], location: Union[Path, str]) -> Tuple[str, Optional[Dict[str, Any]]]:
     """``auto``: ``native`` for a local plain-BERT folder with safetensors weights and a
-    ``tokenizer.json`` (the default pipeline, MiniLM), ``transformers`` for anything else;
-    with the config.json it read for ``native`` (so it is read once)."""
+    ``tokenizer.json`` (the default pipeline, MiniLM), or ``onnx`` for such a folder where torch does not
+    import; ``transformers`` for anything else; with the config.json it read for ``native``/``onnx`` (so it
+    is read once)."""
     backend = (backend or "auto").lower()
     if backend not in BACKENDS:
         raise InputError(f"unknown backend {backend!r}: use one of {BACKENDS}", field="backend")
@@ -28,19 +30,52 @@ def pick_backend(backend: Optional[str], location: Union[Path, str]) -> Tuple[st
         return backend, None
     reason = "not a local folder"
     if isinstance(location, Path):
-        from spacy_sapbert.encoding import bert
+        from spacy_sapbert.encoding import bert_settings
 
         try:
             config = json.loads((location / "config.json").read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError, UnicodeDecodeError) as err:
             config, reason = None, f"config.json unreadable ({err})"
         if isinstance(config, dict):
-            ok, reason = bert.supports(location, config)
+            ok, reason = bert_settings.supports(location, config)
             if ok:
-                return "native", config
-    if backend == "native":
-        raise InputError(f"the native backend cannot run this model: {reason}", str(location), field="backend")
+                return _native_or_onnx(backend, location), config
+    if backend in ("native", "onnx"):
+        raise InputError(f"the {backend} backend cannot run this model: {reason}", str(location), field="backend")
     return "transformers", None
+
+
+def _native_or_onnx(backend: str, location: Path) -> str:
+    """``backend`` for a folder both can run: ``auto`` is ``native`` where torch imports, else ``onnx``."""
+    from spacy_sapbert.encoding import onnx_bert
+    from spacy_sapbert.util.devices import torch_installed
+
+    if backend == "auto":
+        backend = "native" if torch_installed() else "onnx"
+    if backend == "onnx" and not onnx_bert.available():
+        raise InputError("the onnx backend needs onnxruntime and onnx (pip install 'spacy-sapbert[onnx]')" +
+                         ("" if torch_installed() else ", and torch, which runs the native one, is not installed"),
+                         str(location), field="backend")
+    return backend
+
+
+def onnx_device(device: Optional[str]) -> str:
+    """The onnx backend's device: the CPU (``auto`` included); any other is an error, not a silent fallback."""
+    if (device or "auto").lower() not in ("auto", "cpu"):
+        raise InputError(f"the onnx backend runs on the CPU only, not on {device!r}", field="device")
+    return "cpu"
+
+
+def load_onnx(location: Path, config: Dict[str, Any]) -> Tuple[Any, Any, Optional[int]]:
+    """(model, tokenizer, position limit) of a folder :func:`pick_backend` chose ``onnx`` for."""
+    from spacy_sapbert.encoding import onnx_bert
+    from spacy_sapbert.encoding.fast_tokenizer import FastTokenizer
+
+    try:
+        model = onnx_bert.load(location, config)
+    except Exception as err:  # onnxruntime's own errors (Fail, InvalidGraph) derive from Exception alone
+        raise InputError(f"cannot load the model ({err})", str(location)) from err
+    return model, FastTokenizer(location, config.get("pad_token_id")), config.get("max_position_embeddings")
 
 
 def load_native(location: Path, config: Optional[Dict[str, Any]], linear_dtype: Optional[str] = None,

@@ -25,71 +25,13 @@ from typing import Any, Dict, Iterator, Optional, Tuple
 import torch
 from torch import nn
 
-from spacy_sapbert.encoding.fast_tokenizer import TOKENIZER_FILE, FastTokenizer
+from spacy_sapbert.encoding.bert_settings import (IGNORED_TENSORS, WEIGHTS_FILE, BertSettings, ConfigView, state_name,
+                                                   supports)
+from spacy_sapbert.encoding.fast_tokenizer import FastTokenizer
 from spacy_sapbert.util.devices import cpu_autocast_dtype
 
-WEIGHTS_FILE = "model.safetensors"
-_PREFIXES = ("bert.", "model.")
-_IGNORED = ("embeddings.position_ids",)
-
-
-def state_name(name: str) -> str:
-    """A weight file's tensor name as this module's state dict names it (without ``bert.`` / ``model.``)."""
-    for prefix in _PREFIXES:
-        if name.startswith(prefix):
-            return name[len(prefix):]
-    return name
-
-
-@dataclass(frozen=True)
-class BertSettings:
-    """The fields of a BERT ``config.json`` the forward pass needs."""
-
-    vocab_size: int
-    hidden_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    intermediate_size: int
-    max_position_embeddings: int
-    type_vocab_size: int
-    layer_norm_eps: float
-    pad_token_id: Optional[int]
-
-    @classmethod
-    def from_config(cls, config: Dict[str, Any]) -> "BertSettings":
-        return cls(
-            vocab_size=int(config["vocab_size"]), hidden_size=int(config["hidden_size"]),
-            num_hidden_layers=int(config["num_hidden_layers"]),
-            num_attention_heads=int(config["num_attention_heads"]),
-            intermediate_size=int(config["intermediate_size"]),
-            max_position_embeddings=int(config["max_position_embeddings"]),
-            type_vocab_size=int(config.get("type_vocab_size", 2)),
-            layer_norm_eps=float(config.get("layer_norm_eps", 1e-12)),
-            pad_token_id=config.get("pad_token_id"),
-        )
-
-
-def supports(folder: Path, config: Dict[str, Any]) -> Tuple[bool, str]:
-    """(True, "") when ``folder`` holds a BERT encoder this module computes exactly, else
-    (False, why)."""
-    if config.get("model_type") != "bert":
-        return False, f"model_type {config.get('model_type')!r} is not 'bert'"
-    if config.get("position_embedding_type", "absolute") != "absolute":
-        return False, f"position_embedding_type {config.get('position_embedding_type')!r}"
-    if config.get("hidden_act", "gelu") != "gelu":
-        return False, f"hidden_act {config.get('hidden_act')!r}"
-    if config.get("is_decoder") or config.get("add_cross_attention"):
-        return False, "a decoder / cross-attention model"
-    if config.get("hidden_size", 0) % max(1, config.get("num_attention_heads", 1)):
-        return False, "hidden_size not divisible by num_attention_heads"
-    for name in (WEIGHTS_FILE, TOKENIZER_FILE):
-        if not (folder / name).is_file():
-            return False, f"no {name}"
-    missing = [k for k in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                           "intermediate_size", "max_position_embeddings") if k not in config]
-    if missing:
-        return False, f"config.json lacks {missing}"
-    return True, ""
+__all__ = ["WEIGHTS_FILE", "BertEncoder", "BertSettings", "ConfigView", "load", "state_name", "supports",
+           "unset_weights"]
 
 
 class _Embeddings(nn.Module):
@@ -235,7 +177,7 @@ class BertEncoder(nn.Module):
     def __init__(self, settings: BertSettings, config: Optional[Dict[str, Any]] = None) -> None:
         super().__init__()
         self.settings = settings
-        self.config = _ConfigView(config or {}, settings)
+        self.config = ConfigView(config or {}, settings)
         self.embeddings = _Embeddings(settings)
         self.encoder = _Stack(settings)
         self.pooler = _Pooler(settings)
@@ -286,7 +228,7 @@ class BertEncoder(nn.Module):
             else:
                 state[name] = read_as(tensor, half.get(name))
         expected = model.state_dict()
-        unknown = [k for k in state if k not in expected and k not in _IGNORED and not k.startswith(("cls.", "lm_"))]
+        unknown = [k for k in state if k not in expected and k not in IGNORED_TENSORS and not k.startswith(("cls.", "lm_"))]
         missing = [k for k in expected if k not in state]
         if missing or unknown:
             raise ValueError(f"{folder / WEIGHTS_FILE}: not a BertModel state dict (missing {missing[:5]}, "
@@ -300,18 +242,6 @@ class BertEncoder(nn.Module):
             if name in frozen:
                 parameter.requires_grad_(False)
         return model.eval()
-
-
-class _ConfigView:
-    """What the encoder reads from ``model.config`` (``hidden_size``, ``max_position_embeddings``)."""
-
-    def __init__(self, config: Dict[str, Any], settings: BertSettings) -> None:
-        self._config = dict(config)
-        self.hidden_size = settings.hidden_size
-        self.max_position_embeddings = settings.max_position_embeddings
-
-    def to_dict(self) -> Dict[str, Any]:
-        return dict(self._config)
 
 
 def load(folder: Path, config: Optional[Dict[str, Any]] = None, linear_dtype: Optional[str] = None,

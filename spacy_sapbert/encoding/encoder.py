@@ -17,7 +17,8 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from spacy_sapbert.encoding.backends import BACKENDS, load_native, load_transformers, pick_backend, read_transformers_config
+from spacy_sapbert.encoding.backends import (BACKENDS, load_native, load_onnx, load_transformers, onnx_device,
+                                             pick_backend, read_transformers_config)
 from spacy_sapbert.encoding.folder_check import check_model_folder
 from spacy_sapbert.encoding.modelfiles import MINILM_ALIASES, SETTINGS_FILE, read_settings, resolve_model_path
 from spacy_sapbert.encoding.pooling import POOLINGS, check_pooling, pool, pool_packed
@@ -73,13 +74,15 @@ class Encoder:
         check_dtype(dtype)  # now, not after a model was loaded for nothing
         self.source = str(model)
         location = resolve_model_path(model)
+        self._location = location
         settings = read_settings(location)
         self._recorded_source = str(settings.get("source") or self.source)
         """What :meth:`save` records as the source: the one a saved folder already names, so that
         re-saving a loaded model (a pipeline's ``to_disk``) keeps it rather than a local path."""
         self.backend, native_config = pick_backend(backend, location)
-        """``native`` (:mod:`spacy_sapbert.encoding.bert`, no ``transformers`` import) or ``transformers``."""
-        self.device = resolve_device(device)
+        """``native`` (:mod:`spacy_sapbert.encoding.bert`, no ``transformers`` import), ``onnx`` (the same model on
+        ONNX Runtime, no torch: :mod:`spacy_sapbert.encoding.onnx_bert`) or ``transformers``."""
+        self.device = onnx_device(device) if self.backend == "onnx" else resolve_device(device)
         self.dtype = self._pick_dtype(dtype)
         self.autocast = self.dtype == "bfloat16" and self.device == "cpu"
         """CPU bf16: the weights stay float32 and the forward pass runs under bf16 autocast."""
@@ -108,7 +111,11 @@ class Encoder:
                     max_length: Optional[int], batch_size: int, half_linears: bool) -> None:
         """The model, tokenizer, pooling, length and batch size (``__init__``'s reading of the folder)."""
         config: Any = None
-        if self.backend == "native":
+        if self.backend == "onnx":
+            assert isinstance(location, Path)
+            check_model_folder(location, native_config)
+            self.model, self.tokenizer, limit = load_onnx(location, native_config)
+        elif self.backend == "native":
             assert isinstance(location, Path)
             check_model_folder(location, native_config)  # a missing tokenizer or cut weights: one error, not [UNK] links
             # inference only: the word-piece table as the file stores it (23 MB less for the default) and, with
@@ -140,6 +147,8 @@ class Encoder:
     # -- precision ------------------------------------------------------------------
     def _place(self) -> None:
         """Move the model to its device in its precision (:attr:`dtype`; under autocast the weights stay)."""
+        if self.backend == "onnx":
+            return
         import torch
 
         if self.dtype != "float32" and not self.autocast:
@@ -151,6 +160,10 @@ class Encoder:
     def _float_state(self) -> Dict[str, Any]:
         """The weights in float32: in memory, or, for linear layers kept in bf16, from the file they were
         read from (checked to round to the weights in use: a file replaced since is an error)."""
+        if self.backend == "onnx":
+            from spacy_sapbert.encoding.onnx_bert import float_state
+
+            return float_state(self._location)
         state = {k: v.detach().float().cpu() for k, v in self.model.state_dict().items()}
         if self._float_weights is None:
             return state
@@ -178,6 +191,10 @@ class Encoder:
         replace them.)"""
         on_gpu = self.device.startswith("cuda")
         key = check_dtype(dtype)
+        if self.backend == "onnx":
+            if key not in ("auto", "float32"):
+                logger.warning("the onnx backend computes in float32; dtype %s is not used", key)
+            return "float32"
         if key == "auto":
             if on_gpu:
                 return "float16"
@@ -229,7 +246,7 @@ class Encoder:
         vocab = sorted(self.tokenizer.get_vocab().items())
         digest.update(json.dumps(vocab, ensure_ascii=False).encode("utf-8"))
         for name, tensor in sorted(self._float_state().items()):  # linear layers kept in bf16: from the file
-            array = tensor.contiguous().numpy()
+            array = np.ascontiguousarray(tensor) if isinstance(tensor, np.ndarray) else tensor.contiguous().numpy()
             digest.update(f"{name}:{tuple(array.shape)}".encode())
             digest.update(array.tobytes())
         return digest.hexdigest()[:16]
@@ -243,7 +260,6 @@ class Encoder:
         Texts longer than ``max_length`` tokens are truncated (names rarely are; a long
         mention keeps its head words). An empty string encodes as ``[CLS] [SEP]``.
         """
-        import torch
         from tqdm.auto import tqdm
 
         from spacy_sapbert.encoding.packed import TOKENS_PER_PASS, padded_batches, passes
@@ -256,6 +272,13 @@ class Encoder:
         batch_size = int(batch_size or self.batch_size)
         ids: List[List[int]] = self.tokenizer(texts, truncation=True, max_length=self.max_length,
                                               add_special_tokens=True)["input_ids"]
+        if self.backend == "onnx":  # no torch: padded batches of texts of about one length
+            from spacy_sapbert.encoding.onnx_bert import encode_ids
+
+            return encode_ids(self.model, ids, int(self.tokenizer.pad_token_id), self.pooling, batch_size, normalize,
+                              show_progress)
+        import torch
+
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
         native = self.backend == "native"
@@ -307,6 +330,9 @@ class Encoder:
         file (:func:`~spacy_sapbert.encoding.saving.round_encoder_weights`)."""
         from spacy_sapbert.encoding.saving import round_encoder_weights
 
+        if self.backend == "onnx":
+            raise InputError("rounding the weights needs the native backend (torch); this encoder runs on onnx",
+                             field="backend")
         round_encoder_weights(self, dtype)
 
     def save(self, folder: PathLike, weights_dtype: Optional[str] = None) -> Path:

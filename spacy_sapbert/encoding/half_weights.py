@@ -10,13 +10,7 @@ from typing import Dict, Optional
 import torch
 from torch import nn
 
-
-WORD_EMBEDDINGS = "embeddings.word_embeddings.weight"
-"""The word-piece table's state-dict name in a BERT encoder. An inference model keeps it in the half
-precision its file stores it in (30,522 × 384: 47 MB in float32, 23 MB as stored), frozen: the rows a batch
-looks up are widened to the other weights' precision in the forward pass, so every output is the same to
-the bit (half → float32 is exact); a model that is trained is loaded without this
-(:meth:`~spacy_sapbert.encoding.bert.BertEncoder.from_folder`'s ``table_dtype``)."""
+from spacy_sapbert.encoding.bert_settings import WORD_EMBEDDINGS
 
 
 def half_linear_weights(model: nn.Module, dtype: Optional[str]) -> Dict[str, torch.dtype]:

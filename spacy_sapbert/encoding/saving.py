@@ -23,13 +23,29 @@ if TYPE_CHECKING:
 
 def save_encoder(encoder: "Encoder", folder: Union[str, Path], weights_dtype: Optional[str] = None) -> Path:
     """What :meth:`Encoder.save <spacy_sapbert.encoding.encoder.Encoder.save>` does (its docstring)."""
-    import torch
-
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     stored = DTYPE_ALIASES.get(str(weights_dtype or encoder.weights_dtype).lower())
     if stored is None:
         raise InputError(f"unknown weights_dtype {weights_dtype!r}", field="weights_dtype")
+    if encoder.backend == "onnx":
+        _copy_onnx_weights(encoder, folder, stored)
+    else:
+        _write_weights(encoder, folder, stored)
+    settings = dict(encoder.settings, fingerprint=encoder.fingerprint, source=encoder._recorded_source,
+                    dim=encoder.dim, weights_dtype=stored)
+    if encoder._load_fingerprint is None or encoder._float_weights is not None or encoder.backend == "onnx":
+        settings[DIGESTS_KEY] = file_digests(folder)  # the weights just written (or copied as read): trusted
+    (folder / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
+    # so that SentenceTransformer(folder) encodes as we do; outside the fingerprint (see the encoder's module)
+    write_sentence_transformers_files(folder, encoder.pooling, encoder.max_length, encoder.dim)
+    return folder
+
+
+def _write_weights(encoder: "Encoder", folder: Path, stored: str) -> None:
+    """The model's weights in ``stored`` precision, and its tokenizer, written into ``folder``."""
+    import torch
+
+    folder.mkdir(parents=True, exist_ok=True)
     state = encoder._float_state()
     if stored != "float32":
         target = getattr(torch, stored)
@@ -43,14 +59,23 @@ def save_encoder(encoder: "Encoder", folder: Union[str, Path], weights_dtype: Op
     else:
         encoder.model.save_pretrained(folder, state_dict=state)
         encoder.tokenizer.save_pretrained(folder)
-    settings = dict(encoder.settings, fingerprint=encoder.fingerprint, source=encoder._recorded_source,
-                    dim=encoder.dim, weights_dtype=stored)
-    if encoder._load_fingerprint is None or encoder._float_weights is not None:  # the weights just written: trusted
-        settings[DIGESTS_KEY] = file_digests(folder)
-    (folder / SETTINGS_FILE).write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
-    # so that SentenceTransformer(folder) encodes as we do; outside the fingerprint (see the encoder's module)
-    write_sentence_transformers_files(folder, encoder.pooling, encoder.max_length, encoder.dim)
-    return folder
+
+
+def _copy_onnx_weights(encoder: "Encoder", folder: Path, stored: str) -> None:
+    """An encoder on ONNX Runtime never changes its weights, so saving it copies the model files of the folder it
+    was read from (the settings are written after); another precision needs the torch backend."""
+    import shutil
+
+    if stored != encoder.weights_dtype:
+        raise InputError(f"the onnx backend saves the weights as read ({encoder.weights_dtype}); writing them in "
+                         f"{stored} needs the native backend (torch)", field="weights_dtype")
+    source = Path(encoder._location)
+    folder.mkdir(parents=True, exist_ok=True)
+    if source.resolve() == folder.resolve():
+        return
+    for name in ("model.safetensors", "config.json") + tuple(TOKENIZER_FILES):
+        if (source / name).is_file():
+            shutil.copyfile(source / name, folder / name)
 
 
 def round_encoder_weights(encoder: "Encoder", dtype: str = "float16") -> None:

@@ -26,11 +26,12 @@ from spacy_sapbert.encoding import bert
 from spacy_sapbert.encoding.fast_tokenizer import TOKENIZER_FILE, FastTokenizer
 from spacy_sapbert.encoding.folder_check import check_model_folder
 from spacy_sapbert.encoding.half_weights import WORD_EMBEDDINGS, half_linear_weights, read_as
+from spacy_sapbert.ner.model_files import FORMAT, SETTINGS_FILE, SHARED_KEY, read_settings, read_table, table_digest
 from spacy_sapbert.ner.windows import Window
 
 PathLike = Union[str, Path]
-SETTINGS_FILE = "tagger.json"
-FORMAT = 1
+__all__ = ["FORMAT", "SETTINGS_FILE", "SHARED_KEY", "WORD_EMBEDDINGS", "TokenTagger", "collate", "from_encoder", "load",
+           "packed_log_probs", "read_settings", "read_word_embeddings", "save", "table_digest"]
 
 
 class TokenTagger(nn.Module):
@@ -70,27 +71,9 @@ def collate(windows: Sequence[Window], pad_id: int, device: Union[str, torch.dev
     return ids.to(device), feats.to(device), mask.to(device)
 
 
-SHARED_KEY = "word_embeddings"
-"""tagger.json entry of a model saved without its word-piece table: ``{"from": PIPE, "sha256": …}``."""
-
-
-def table_digest(weight: torch.Tensor) -> str:
-    """sha256 of a word-piece table as float16 (the precision both shipped models store)."""
-    import hashlib
-
-    return hashlib.sha256(weight.detach().cpu().half().contiguous().numpy().tobytes()).hexdigest()
-
-
 def read_word_embeddings(encoder_folder: PathLike) -> torch.Tensor:
-    """The word-piece table of a saved encoder folder (``model.safetensors``), read alone."""
-    from safetensors import safe_open
-
-    path = Path(encoder_folder) / bert.WEIGHTS_FILE
-    with safe_open(str(path), framework="pt") as weights:
-        names = [name for name in weights.keys() if name.endswith(WORD_EMBEDDINGS)]
-        if not names:
-            raise ValueError(f"{path}: no {WORD_EMBEDDINGS} tensor")
-        return weights.get_tensor(names[0]).float()
+    """The word-piece table of a saved encoder folder (``model.safetensors``), read alone, in float32."""
+    return torch.from_numpy(read_table(encoder_folder)).float()
 
 
 def save(model: TokenTagger, tokenizer_folder: Path, tags: Sequence[str], folder: PathLike,
@@ -118,15 +101,6 @@ def save(model: TokenTagger, tokenizer_folder: Path, tags: Sequence[str], folder
                 **(extra or {})}
     (folder / SETTINGS_FILE).write_text(json.dumps(settings, indent=2), encoding="utf-8")
     return folder
-
-
-def read_settings(folder: PathLike) -> Dict[str, Any]:
-    """``tagger.json`` of a model folder, its format checked."""
-    path = Path(folder) / SETTINGS_FILE
-    settings = json.loads(path.read_text(encoding="utf-8"))
-    if settings.get("format") != FORMAT:
-        raise ValueError(f"{path}: format {settings.get('format')!r}, expected {FORMAT}")
-    return settings
 
 
 def load(folder: PathLike, word_embeddings: Optional[torch.Tensor] = None, table_checked: bool = False,
@@ -178,7 +152,7 @@ def from_encoder(folder: PathLike, tags: Sequence[str], n_features: int, layers:
     if 0 < layers < encoder.settings.num_hidden_layers:
         encoder.encoder.layer = encoder.encoder.layer[:layers]
         encoder.settings = dataclasses.replace(encoder.settings, num_hidden_layers=layers)
-        encoder.config = bert._ConfigView({**config, "num_hidden_layers": layers}, encoder.settings)
+        encoder.config = bert.ConfigView({**config, "num_hidden_layers": layers}, encoder.settings)
     return TokenTagger(encoder.train(), len(tags), n_features), tokenizer
 
 

@@ -13,7 +13,6 @@ import numpy as np
 from spacy.tokens import Doc, Span
 
 from spacy_sapbert.errors import InputError
-from spacy_sapbert.ner import model as tagger_model
 from spacy_sapbert.ner.features import token_features
 from spacy_sapbert.ner.gazetteer import Gazetteer
 from spacy_sapbert.ner.tags import TagScheme
@@ -33,6 +32,8 @@ class Tagging:
     dtype: str = "float32"
     """float32, the autocast precision (bfloat16 on a CPU with native bf16, float16 on a GPU), or int8 (the
     model's linear layers quantised: :mod:`spacy_sapbert.encoding.int8`)."""
+    backend: str = "torch"
+    """``torch`` (:class:`~.model.TokenTagger`) or ``onnx`` (the same model on ONNX Runtime: :mod:`.onnx_tagger`)."""
     shapes: bool = False
     """Whether the model reads word-shape classes beside the KB-name states (:mod:`.features`)."""
     styles: Tuple[str, ...] = ()
@@ -71,8 +72,6 @@ class Tagging:
     def scores(self, docs: Sequence[Doc]) -> List[np.ndarray]:
         """Per doc, log-probabilities of each tag for each token (tokens × tags; a token the model
         does not read, whitespace, is ``O``)."""
-        import torch
-
         from spacy_sapbert.encoding.packed import passes
 
         jobs = [(d, w) for d, windows in enumerate(self.batch_windows(docs)) for w in windows]
@@ -80,6 +79,20 @@ class Tagging:
         out = [np.full((len(doc), len(self.scheme)), -1e4, dtype=np.float32) for doc in docs]
         for doc_scores in out:
             doc_scores[:, 0] = 0.0
+        if self.backend == "onnx":
+            from spacy_sapbert.ner import onnx_tagger
+
+            # padded passes of up to batch_size full windows' pieces, longest windows first
+            for rows in passes(lengths, self.batch_size * self.max_pieces):
+                batch = [jobs[i] for i in rows]
+                scored = onnx_tagger.log_probs(self.model, [w for _, w in batch], self.tokenizer.pad_token_id)
+                for (d, window), scores in zip(batch, scored):
+                    out[d][window.tokens] = scores
+            return out
+        import torch
+
+        from spacy_sapbert.ner import model as tagger_model
+
         half = self.dtype in ("float16", "bfloat16")
         autocast = torch.autocast(device_type=self.device.split(":")[0],
                                   dtype=getattr(torch, self.dtype) if half else torch.float32, enabled=half)

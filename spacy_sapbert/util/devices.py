@@ -25,6 +25,16 @@ INT8_ALIASES = ("int8", "qint8")
 """Spellings of the NER's int8 precision (dynamic int8 linear layers on a CPU: :mod:`spacy_sapbert.encoding.int8`)."""
 
 
+def torch_installed() -> bool:
+    """Whether torch imports here. Where it does not (an install without it, or a process that blocked it:
+    :func:`spacy_sapbert.util.torch_free.block_torch`), the native models run on ONNX Runtime instead."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def resolve_device(device: Optional[str] = "auto") -> str:
     """``auto`` → ``cuda`` when a GPU is visible, else ``cpu``; ``cpu``, ``cuda``, ``cuda:N`` and
     ``mps`` (case-insensitive) are checked against the hardware torch sees, so a device that

@@ -112,7 +112,9 @@ def _annotate_with_a_small_disk(tmp_path: Path, source: Path, output: Path, limi
     def small_disk() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # no bytecode written: under the file-size limit a module compiled for the first time would leave its
+    # .pyc cut at the limit (one short write, then the rename) in the cache the other tests' processes read
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1"}
     return subprocess.run([sys.executable, "-m", "spacy_sapbert.cli", "annotate", str(source), "--output", str(output),
                            "--batch-size", "2"], cwd=tmp_path, env=env, capture_output=True, text=True,
                           preexec_fn=small_disk, timeout=600)

@@ -63,7 +63,7 @@ def test_backend_choice_and_errors(tiny_bert, tmp_path):
     with pytest.raises(InputError, match="native backend cannot run this model: no tokenizer.json"):
         Encoder(folder, device="cpu", backend="native")
     with pytest.raises(InputError, match="unknown backend"):
-        Encoder(tiny_bert, device="cpu", backend="onnx")
+        Encoder(tiny_bert, device="cpu", backend="tensorrt")
     relative = tmp_path / "relative-positions"
     relative.mkdir()
     for item in tiny_bert.iterdir():

@@ -34,7 +34,7 @@ BAD_SETTINGS = [
     ("max_length", "25", "setting 'max_length': expected null (the model folder's setting) or an integer ≥ 3"),
     ("device", "gpu", "setting 'device': expected one of auto, cpu, cuda, cuda:N, mps, got 'gpu' (str)"),
     ("precision", "int4", "setting 'precision': expected one of auto, float32, float16, bfloat16"),
-    ("backend", "onnx", "setting 'backend': expected one of auto, native, transformers, got 'onnx' (str)"),
+    ("backend", "tensorrt", "setting 'backend': expected one of auto, native, onnx, transformers, got 'tensorrt' (str)"),
     ("index_kind", "lsh", "setting 'index_kind': expected one of flat, hnsw, ivfpq, pq, got 'lsh' (str)"),
     ("pooling", "max", "setting 'pooling': expected null (the model folder's setting) or one of cls, mean"),
     ("model", "", "setting 'model': expected a model folder or name (a non-empty string), got '' (str)"),
