@@ -100,6 +100,9 @@ def main() -> None:
                              "the ratios)")
     parser.add_argument("--job-input", type=Path,
                         help="also run `sapbert annotate` on this file each round (make run's job): time and peak RSS")
+    parser.add_argument("--job-flags", action="append", default=[],
+                        help="with --job-input: also run the job with these flags each round (repeatable; e.g. "
+                             "'--onnx --low-memory')")
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
     if args.job_input is not None and not args.job_input.is_file():
@@ -117,10 +120,13 @@ def main() -> None:
     runs: Dict[str, List[Dict[str, Any]]] = {label: [] for label in variants}
     corpus = args.corpus.resolve()
     jobs: List[Dict[str, float]] = []
+    flagged: Dict[str, List[Dict[str, float]]] = {flags: [] for flags in args.job_flags}
     with tempfile.TemporaryDirectory(prefix="load-and-memory-") as scratch:
         for _ in range(args.runs):
             if args.job_input is not None:
                 jobs.append(job_peak(annotate_job(args.job_input, tempfile.mkdtemp(dir=scratch))))
+                for flags, done in flagged.items():
+                    done.append(job_peak(annotate_job(args.job_input, tempfile.mkdtemp(dir=scratch)) + flags.split()))
             for label, (backend, precision, checkout, heap) in variants.items():
                 # a checkout's code comes first on the path (and it is the working folder, so `python -c` finds it)
                 path = os.pathsep.join(filter(None, [checkout, os.environ.get("PYTHONPATH")]))
@@ -162,6 +168,13 @@ def main() -> None:
                "peak_rss_mb_max": round(max(j["peak_rss_mb"] for j in jobs), 1)}
         print(f"  {job['command']} (make run's job), {len(jobs)} fresh processes: {job['seconds_median']:.2f} s "
               f"(median), peak RSS {job['peak_rss_mb_max']:.1f} MB (max)")
+        job["with_flags"] = {}
+        for flags, done in flagged.items():
+            job["with_flags"][flags] = {"runs": done,
+                                        "seconds_median": round(statistics.median(j["seconds"] for j in done), 2),
+                                        "peak_rss_mb_max": round(max(j["peak_rss_mb"] for j in done), 1)}
+            print(f"  the same with {flags}: {job['with_flags'][flags]['seconds_median']:.2f} s (median), peak RSS "
+                  f"{job['with_flags'][flags]['peak_rss_mb_max']:.1f} MB (max)")
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps({"pipeline": args.pipeline, "corpus": args.corpus.name,
