@@ -7,11 +7,13 @@ gazetteer embedding and tag head: :class:`~spacy_sapbert.ner.model.TokenTagger`)
 kernels, reading the weights with ``safetensors.numpy``.
 
 No ``.onnx`` file is exported or shipped: the graph (standard opset-17 operators, in float32) is written here
-from the model's shapes, with every weight an empty placeholder that the session is handed as an
-:class:`onnxruntime.OrtValue` over the numpy array (``SessionOptions.add_initializer``). So the weights exist
-once, in memory this object holds, and the word-piece table (float16 as stored, 23 MB) is one array that the
-NER's session and the linker encoder's session both read. The outputs are those of the torch model in float32
-to float rounding (``tests/encoding/test_onnx_bert.py``).
+from the model's shapes, each weight a placeholder without data, and the session is handed the arrays
+(``SessionOptions.add_external_initializers``). It copies them, so they are dropped once it exists and the heap's
+freed pages go back to the system (:func:`~spacy_sapbert.util.heap.release_freed_memory`); each session (the NER's,
+the linker encoder's) holds its own copy of the word-piece table. Activations come from malloc, not from an arena
+that would keep the largest batch's for good. The outputs are those of the torch model in float32 to float
+rounding (``tests/encoding/test_onnx_bert.py``); on a CPU with AMX torch's bf16 is the faster path, and this one
+pays in memory only with glibc's mmap threshold held (``sapbert annotate --onnx --low-memory``; docs/performance.md).
 """
 from __future__ import annotations
 
