@@ -7,8 +7,8 @@ scispaCy's ``EntityLinker`` with its own defaults (k 30, threshold 0.7, at most 
 forms for abbreviations) over its TF-IDF + HNSW index of the default's own KB (built once:
 :mod:`training.evaluation.scispacy_peer`). Ours is ``spacy_sapbert.load()`` as shipped, and beside it the same pipeline with
 its NER in int8 (``ours_int8``, ``precision: int8``), so that what int8 gains and costs is measured in the same run,
-and the same pipeline as ``sapbert annotate --onnx --low-memory`` runs it (``ours_low_memory``: the NER and the
-encoder on ONNX Runtime in a process that never imports torch, glibc's mmap threshold held).
+and the same pipeline as ``sapbert annotate --onnx`` runs it (``ours_onnx``: the NER and the encoder on ONNX
+Runtime in a process that never imports torch).
 
 Every measurement is a fresh process: it imports spaCy, loads one pipeline (timed) and annotates one
 sentence (timed with the load: "ready"; our NER reads its files on first use), runs it over
@@ -44,11 +44,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fresh_process import fresh  # noqa: E402
 
 logger = logging.getLogger("benchmark")
-SYSTEMS = ("ours", "ours_int8", "ours_low_memory", "peer")
+SYSTEMS = ("ours", "ours_int8", "ours_onnx", "peer")
 INT8_NER = {"components": {"sapbert_ner": {"precision": "int8"}}}
 """``ours_int8``: the default with its NER's linear layers in int8 (:mod:`spacy_sapbert.encoding.int8`)."""
 ONNX = {"components": {"sapbert_ner": {"backend": "onnx"}, "sapbert_linker": {"backend": "onnx"}}}
-"""``ours_low_memory``: both transformers on ONNX Runtime (:mod:`spacy_sapbert.encoding.onnx_bert`)."""
+"""``ours_onnx``: both transformers on ONNX Runtime (:mod:`spacy_sapbert.encoding.onnx_bert`)."""
 PEER_PIPE = "peer_scispacy_linker"
 FIRST_SENTENCE = "Cisplatin nephrotoxicity in patients with familial adenomatous polyposis (FAP)."
 """Annotated right after the load and timed with it ("ready"): what loads on first use counts as loading."""
@@ -74,7 +74,7 @@ def load_system(system: str, peer_ner: Path, peer_index: Path) -> Any:
     import spacy_sapbert
 
     if system.startswith("ours"):
-        return spacy_sapbert.load(config={"ours_int8": INT8_NER, "ours_low_memory": ONNX}.get(system, {}))
+        return spacy_sapbert.load(config={"ours_int8": INT8_NER, "ours_onnx": ONNX}.get(system, {}))
     from spacy.language import Language
 
     @Language.factory(PEER_PIPE, default_config={"index": ""})
@@ -96,12 +96,11 @@ def load_system(system: str, peer_ner: Path, peer_index: Path) -> Any:
 def child(system: str, corpus: Path, mode: str, peer_ner: Path, peer_index: Path) -> Dict[str, Any]:
     """One measured process: load, then either a timed pass (``time``) or the e2e table (``score``)."""
     start = time.perf_counter()
-    if system == "ours_low_memory":  # as `sapbert annotate --onnx --low-memory` does, before spaCy is imported
-        from spacy_sapbert.util.heap import hold_mmap_threshold
+    if system == "ours_onnx":  # as `sapbert annotate --onnx` does, before spaCy is imported
         from spacy_sapbert.util.torch_free import block_torch
 
-        if not (block_torch() and hold_mmap_threshold()):
-            raise SystemExit("ours_low_memory: torch was imported already, or glibc's mmap threshold cannot be held")
+        if not block_torch():
+            raise SystemExit("ours_onnx: torch was imported already")
     import spacy  # noqa: F401
     import spacy_sapbert  # noqa: F401
 
@@ -277,7 +276,7 @@ def measure_corpus(args: argparse.Namespace, corpus: Path) -> Dict[str, Any]:
         spent[part]["gflops"] / matmul_peak_of_dtype(args.peak, spent[part]["dtype"]), 3)) for part in ("ner", "encoder")}
     row["docs_per_s_ratio"] = round(row["ours_docs_per_s"] / row["peer_docs_per_s"], 3)
     row["int8_docs_per_s_ratio"] = round(row["ours_int8_docs_per_s"] / row["peer_docs_per_s"], 3)
-    row["low_memory_docs_per_s_ratio"] = round(row["ours_low_memory_docs_per_s"] / row["peer_docs_per_s"], 3)
+    row["onnx_docs_per_s_ratio"] = round(row["ours_onnx_docs_per_s"] / row["peer_docs_per_s"], 3)
     return row
 
 
@@ -295,8 +294,8 @@ def print_table(result: Dict[str, Any]) -> None:
                   f"{row[f'{system}_ready_s']:.2f} | "
                   f"{row[f'{system}_peak_rss_mb']:.0f} | " + " | ".join(cells) + " |")
         print(f"ours / peer docs/s on {row['corpus']}: {row['docs_per_s_ratio']:.2f}x (with an int8 NER: "
-              f"{row['int8_docs_per_s_ratio']:.2f}x; without torch, low memory: "
-              f"{row['low_memory_docs_per_s_ratio']:.2f}x)")
+              f"{row['int8_docs_per_s_ratio']:.2f}x; without torch, on ONNX Runtime: "
+              f"{row['onnx_docs_per_s_ratio']:.2f}x)")
         for part, spent in row["ours_compute"].items():
             print(f"  ours, {part}: {spent['gflop']:.1f} GFLOP in {spent['seconds']:.2f} s = {spent['gflops']:.1f} GFLOP/s "
                   f"({spent['fraction_of_peak']:.0%} of the {spent['dtype']} matmul peak)")

@@ -10,10 +10,11 @@ No ``.onnx`` file is exported or shipped: the graph (standard opset-17 operators
 from the model's shapes, each weight a placeholder without data, and the session is handed the arrays
 (``SessionOptions.add_external_initializers``). It copies them, so they are dropped once it exists and the heap's
 freed pages go back to the system (:func:`~spacy_sapbert.util.heap.release_freed_memory`); each session (the NER's,
-the linker encoder's) holds its own copy of the word-piece table. Activations come from malloc, not from an arena
-that would keep the largest batch's for good. The outputs are those of the torch model in float32 to float
-rounding (``tests/encoding/test_onnx_bert.py``); on a CPU with AMX torch's bf16 is the faster path, and this one
-pays in memory only with glibc's mmap threshold held (``sapbert annotate --onnx --low-memory``; docs/performance.md).
+the linker encoder's) holds its own copy of the word-piece table. Activations come from ONNX Runtime's arena,
+which keeps what the largest run needed, so the callers keep runs small (the NER one window at a time:
+:mod:`spacy_sapbert.ner.onnx_tagger`). The outputs are those of the torch model in float32 to float rounding
+(``tests/encoding/test_onnx_bert.py``); on a CPU with AMX torch's bf16 is the faster path, and this one the one
+with the lower peak memory (``sapbert annotate --onnx``; docs/performance.md).
 """
 from __future__ import annotations
 
@@ -195,9 +196,6 @@ class OnnxBert:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or _threads()
         options.inter_op_num_threads = 1
-        # activations from malloc, not from an arena that keeps the largest batch's memory for good (the default's
-        # encoder alone: 117 MB against 184 MB more after a few batches)
-        options.enable_cpu_mem_arena = False
         # the session copies what it is handed, so the arrays go at once (45 MB for the default's encoder)
         values = [ort.OrtValue.ortvalue_from_numpy(array) for array in g.arrays.values()]
         options.add_external_initializers(list(g.arrays), values)

@@ -2,7 +2,9 @@
 
 The same folder, weights and word-piece table as the torch model (:mod:`spacy_sapbert.ner.model`), computed by
 :class:`~spacy_sapbert.encoding.onnx_bert.OnnxBert` with the gazetteer embedding added to the word embeddings and
-the tag head's log-softmax in the graph; windows go through in padded passes of about one length (longest first).
+the tag head's log-softmax in the graph. :meth:`~spacy_sapbert.ner.tagging.Tagging.scores` sends it one window's
+pieces a run (short windows together, padded to the longest), longest first: ONNX Runtime's arena keeps what the
+largest run needed, so a run of one window keeps the pipeline's peak low (docs/performance-notes.md, session 19).
 """
 from __future__ import annotations
 
