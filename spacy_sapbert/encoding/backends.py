@@ -47,16 +47,22 @@ def pick_backend(backend: Optional[str], location: Union[Path, str]) -> Tuple[st
 
 def _native_or_onnx(backend: str, location: Path) -> str:
     """``backend`` for a folder both can run: ``auto`` is ``native`` where torch imports, else ``onnx``."""
+    return "onnx" if wants_onnx(backend, str(location)) else "native"
+
+
+def wants_onnx(backend: str, where: Optional[str] = None) -> bool:
+    """Whether a torch-or-onnx ``backend`` setting (``auto``, ``onnx``, or the torch one: the encoder's ``native``,
+    the NER's ``torch``) runs on ONNX Runtime: ``auto`` does where torch does not import. An onnx choice without
+    onnxruntime installed is an :class:`InputError` (``where``: the model it is for)."""
     from spacy_sapbert.encoding import onnx_bert
     from spacy_sapbert.util.devices import torch_installed
 
-    if backend == "auto":
-        backend = "native" if torch_installed() else "onnx"
-    if backend == "onnx" and not onnx_bert.available():
+    onnx = backend == "onnx" or backend == "auto" and not torch_installed()
+    if onnx and not onnx_bert.available():
         raise InputError("the onnx backend needs onnxruntime and onnx (pip install 'spacy-sapbert[onnx]')" +
                          ("" if torch_installed() else ", and torch, which runs the native one, is not installed"),
-                         str(location), field="backend")
-    return backend
+                         where, field="backend")
+    return onnx
 
 
 def onnx_device(device: Optional[str]) -> str:

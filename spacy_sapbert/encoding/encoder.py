@@ -300,11 +300,10 @@ class Encoder:
         models; padded to a multiple of 8, BC5CDR dev's 2,594 mention texts took 2.2-2.9 s, not 1.7-2.1)."""
         import torch
 
-        width = max(map(len, ids))
-        mask = np.arange(width)[None, :] < np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))[:, None]
-        input_ids = np.full(mask.shape, int(self.tokenizer.pad_token_id), dtype=np.int64)
-        input_ids[mask] = [t for text in ids for t in text]
-        input_ids, attention = torch.from_numpy(input_ids), torch.from_numpy(mask.astype(np.int64))
+        from spacy_sapbert.encoding.packed import padded_ids
+
+        input_ids, mask = padded_ids(ids, int(self.tokenizer.pad_token_id))
+        input_ids, attention = torch.from_numpy(input_ids), torch.from_numpy(mask)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast):
             hidden = self.model(input_ids=input_ids.to(self.device),
                                 attention_mask=attention.to(self.device)).last_hidden_state.float()

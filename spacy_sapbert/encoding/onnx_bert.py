@@ -196,7 +196,7 @@ class OnnxBert:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or _threads()
         options.inter_op_num_threads = 1
-        # the session copies what it is handed, so the arrays go at once (45 MB for the default's encoder)
+        # the session copies what it is handed, so the arrays go at once (64 MB for the default's encoder)
         values = [ort.OrtValue.ortvalue_from_numpy(array) for array in g.arrays.values()]
         options.add_external_initializers(list(g.arrays), values)
         self.session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
@@ -237,12 +237,12 @@ def encode_ids(model: OnnxBert, ids: List[List[int]], pad_id: int, pooling: str,
     about one length (longest first), pooled as :func:`~spacy_sapbert.encoding.pooling.pool` pools (in numpy)."""
     from tqdm.auto import tqdm
 
-    from spacy_sapbert.encoding.packed import padded_batches
+    from spacy_sapbert.encoding.packed import padded_batches, padded_ids
 
     lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
     out = np.empty((len(ids), model.settings.hidden_size), dtype=np.float32)
     for rows in tqdm(padded_batches(lengths, batch_size), desc="encoding", unit="batch", disable=not show_progress):
-        input_ids, mask = padded([ids[i] for i in rows], pad_id)
+        input_ids, mask = padded_ids([ids[i] for i in rows], pad_id)
         hidden = model(input_ids, mask)
         if pooling == "cls":
             out[rows] = hidden[:, 0]
@@ -252,16 +252,6 @@ def encode_ids(model: OnnxBert, ids: List[List[int]], pad_id: int, pooling: str,
     if normalize:
         out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
     return out
-
-
-def padded(rows: List[List[int]], pad_id: int) -> Tuple[np.ndarray, np.ndarray]:
-    """(ids, mask) of token-id lists padded to the longest."""
-    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
-    width = int(lengths.max()) if len(rows) else 0
-    mask = np.arange(width)[None, :] < lengths[:, None]
-    ids = np.full(mask.shape, int(pad_id), dtype=np.int64)
-    ids[mask] = np.fromiter((t for row in rows for t in row), dtype=np.int64, count=int(lengths.sum()))
-    return ids, mask.astype(np.int64)
 
 
 def load(folder: Path, config: Dict[str, Any], threads: Optional[int] = None) -> OnnxBert:

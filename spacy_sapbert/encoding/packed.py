@@ -59,6 +59,17 @@ def padded_batches(lengths: np.ndarray, size: int) -> List[np.ndarray]:
     return [order[start:start + size] for start in range(0, len(order), size)]
 
 
+def padded_ids(rows: List[List[int]], pad_id: int) -> Tuple[np.ndarray, np.ndarray]:
+    """(ids, mask) of token-id lists padded to the longest, both int64 (the ``transformers`` and ``onnx`` backends'
+    batches, and the onnx NER's windows)."""
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    width = int(lengths.max()) if len(rows) else 0
+    mask = np.arange(width)[None, :] < lengths[:, None]
+    ids = np.full(mask.shape, int(pad_id), dtype=np.int64)
+    ids[mask] = np.fromiter((t for row in rows for t in row), dtype=np.int64, count=int(lengths.sum()))
+    return ids, mask.astype(np.int64)
+
+
 def padded_rows(real: int) -> int:
     """Rows a CPU pass of ``real`` tokens computes (:data:`ROW_MULTIPLE`)."""
     if real > ROW_MULTIPLE:
@@ -205,5 +216,5 @@ def packed_states(model: Any, input_ids: Any, lengths: np.ndarray, group_size: i
     return x if last_rows is not None else x[:real]
 
 
-__all__ = ["ATTENTION_MULTIPLE", "ROW_MULTIPLE", "SMALLEST_ROWS", "TOKENS_PER_PASS", "padded_batches", "padded_rows",
-           "packed_states", "passes"]
+__all__ = ["ATTENTION_MULTIPLE", "ROW_MULTIPLE", "SMALLEST_ROWS", "TOKENS_PER_PASS", "padded_batches", "padded_ids",
+           "padded_rows", "packed_states", "passes"]

@@ -57,13 +57,9 @@ def log_probs(model: Any, windows: Sequence[Window], pad_id: int) -> List[np.nda
     """Per window, the log-probabilities of each tag at its core tokens' first pieces (one padded pass)."""
     if any(len(w.features) != len(w.input_ids) for w in windows):
         raise ValueError("a window has not one feature per word piece")
-    width = max(len(w.input_ids) for w in windows)
-    ids = np.full((len(windows), width), int(pad_id), dtype=np.int64)
-    features = np.zeros((len(windows), width), dtype=np.int64)
-    mask = np.zeros((len(windows), width), dtype=np.int64)
-    for row, w in enumerate(windows):
-        ids[row, :len(w.input_ids)] = w.input_ids
-        features[row, :len(w.features)] = w.features
-        mask[row, :len(w.input_ids)] = 1
+    from spacy_sapbert.encoding.packed import padded_ids
+
+    ids, mask = padded_ids([w.input_ids for w in windows], pad_id)
+    features, _ = padded_ids([w.features for w in windows], 0)
     scores = model(ids, mask, features)
     return [scores[row, list(w.positions)] for row, w in enumerate(windows)]

@@ -258,20 +258,14 @@ NER_BACKENDS = ("auto", "torch", "onnx")
 
 
 def _pick_backend(backend: str, device: str) -> str:
-    """``auto``: torch where it imports, else onnx (:mod:`spacy_sapbert.ner.onnx_tagger`); onnx runs on the CPU."""
-    from spacy_sapbert.util.devices import torch_installed
+    """``auto``: torch where it imports, else onnx (:mod:`spacy_sapbert.ner.onnx_tagger`); onnx runs on the CPU
+    (the encoder's rule: :func:`~spacy_sapbert.encoding.backends.wants_onnx`)."""
+    from spacy_sapbert.encoding.backends import onnx_device, wants_onnx
 
     backend = str(backend or "auto").lower()
     if backend not in NER_BACKENDS:
         raise InputError(f"unknown backend {backend!r}: use one of {NER_BACKENDS}", field="backend")
-    if backend == "auto":
-        backend = "torch" if torch_installed() else "onnx"
-    if backend == "onnx":
-        from spacy_sapbert.encoding.onnx_bert import available
-
-        if not available():
-            raise InputError("the onnx backend needs onnxruntime and onnx (pip install 'spacy-sapbert[onnx]')",
-                             field="backend")
-        if str(device or "cpu").lower() not in ("cpu", "auto"):
-            raise InputError(f"the onnx backend runs on the CPU only, not on {device!r}", field="device")
-    return backend
+    if not wants_onnx(backend):
+        return "torch"
+    onnx_device(device)
+    return "onnx"
