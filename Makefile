@@ -15,7 +15,7 @@ $(STAMP): setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip wheel setuptools
 	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e ".[train,demo,dev,ray,onnx]"
+	$(PIP) install -q -e ".[torch,train,demo,dev,ray]"
 	touch $(STAMP)
 
 # The main job: annotate the bundled example abstracts with the embedded default pipeline

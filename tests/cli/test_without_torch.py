@@ -1,0 +1,62 @@
+"""The command line where torch is not installed (the base install): annotating runs on ONNX Runtime with no flag,
+and a command that needs torch stops with one line that says what to install, before it writes anything."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from spacy_sapbert.errors import exit_on_input_error, missing_extra
+
+REPO = Path(__file__).resolve().parents[2]
+# `sapbert …` in a process where `import torch` fails as it does without torch installed
+WITHOUT_TORCH = """
+import sys
+from spacy_sapbert.util.torch_free import block_torch
+assert block_torch()
+from spacy_sapbert.cli import main
+sys.argv = ["sapbert", *sys.argv[1:]]
+main()
+"""
+
+
+def sapbert_without_torch(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", WITHOUT_TORCH, *args], capture_output=True, text=True, cwd=REPO)
+
+
+def test_annotate_needs_no_flag_without_torch(tmp_path):
+    source = tmp_path / "docs.jsonl"
+    source.write_text(json.dumps({"id": "1", "text": "Cisplatin nephrotoxicity in patients with FAP."}) + "\n")
+    runs = {}
+    for name, run in (("without", sapbert_without_torch),
+                      ("with", lambda *a: subprocess.run([sys.executable, "-m", "spacy_sapbert.cli", *a],
+                                                         capture_output=True, text=True, cwd=REPO))):
+        out = run("annotate", str(source), "-o", str(tmp_path / f"{name}.jsonl"))
+        assert out.returncode == 0, out.stderr[-3000:]
+        (line,) = (tmp_path / f"{name}.jsonl").read_text().splitlines()
+        runs[name] = [(e["start"], e["end"], e["label"], e["concept_id"]) for e in json.loads(line)["entities"]]
+    assert runs["without"] == runs["with"] and len(runs["with"]) >= 2
+
+
+def test_a_training_command_says_what_to_install(tmp_path):
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("heart attack\tmyocardial infarction\n")
+    out = sapbert_without_torch("pretrain", str(pairs), "-o", str(tmp_path / "model"))
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines()[-1] == (
+        "error: this command needs torch, which is not installed here: pip install 'spacy-sapbert[torch]' "
+        "('spacy-sapbert[train]' for the training commands, which it includes)")
+    assert not (tmp_path / "model").exists()
+
+
+def test_only_an_optional_extras_module_is_explained(capsys):
+    with pytest.raises(SystemExit) as stopped, exit_on_input_error():
+        raise ModuleNotFoundError("No module named 'gradio.blocks'", name="gradio.blocks")
+    assert stopped.value.code == 1
+    assert "pip install 'spacy-sapbert[demo]'" in capsys.readouterr().err
+    assert missing_extra(ModuleNotFoundError("x", name="pytorch_metric_learning")).endswith("'spacy-sapbert[train]'")
+    with pytest.raises(ModuleNotFoundError), exit_on_input_error():  # any other missing module is a bug: shown whole
+        raise ModuleNotFoundError("No module named 'spacy_sapbert.nothing'", name="spacy_sapbert.nothing")
