@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Union
 
@@ -41,10 +42,12 @@ class ShardAnnotator:
         from spacy_sapbert.pipes.loading import load_pipeline
         from spacy_sapbert.util.devices import torch_installed
 
-        if torch_installed():  # without torch (the base install) the models run on ONNX Runtime, which the
-            import torch  # pipes give the CPUs of the process
+        if torch_installed():
+            import torch
 
             torch.set_num_threads(max(1, int(num_cpus)))
+        else:  # the base install: the models run on ONNX Runtime, whose sessions take their threads from this
+            os.environ["OMP_NUM_THREADS"] = str(max(1, int(num_cpus)))
         if not device:
             device = "cuda" if ray.get_gpu_ids() else None  # None: the pipeline's own settings (CPU)
         self.nlp = load_pipeline(pipeline, device)

@@ -58,6 +58,11 @@ def float_state(folder: Path) -> Dict[str, np.ndarray]:
 
 
 def _threads() -> int:
+    """ONNX Runtime's intra-op threads: ``OMP_NUM_THREADS`` where it is set (as torch takes it: what a Ray actor or
+    a batch job gives the process), else every CPU the process may run on."""
+    given = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if given.isdigit() and int(given) > 0:
+        return int(given)
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
