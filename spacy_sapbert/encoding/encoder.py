@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from functools import partial
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
 
@@ -21,7 +20,7 @@ from spacy_sapbert.encoding.backends import (BACKENDS, load_native, load_onnx, l
                                              pick_backend, read_transformers_config)
 from spacy_sapbert.encoding.folder_check import check_model_folder
 from spacy_sapbert.encoding.modelfiles import MINILM_ALIASES, SETTINGS_FILE, read_settings, resolve_model_path
-from spacy_sapbert.encoding.pooling import POOLINGS, check_pooling, pool, pool_packed
+from spacy_sapbert.encoding.pooling import POOLINGS, check_pooling
 from spacy_sapbert.encoding.recorded import PendingDigests, recorded_fingerprint, worth_hashing
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.util.devices import DTYPE_CHOICES, check_dtype, cpu_has_native_bf16, cpu_prefers_bf16, resolve_device
@@ -260,10 +259,6 @@ class Encoder:
         Texts longer than ``max_length`` tokens are truncated (names rarely are; a long
         mention keeps its head words). An empty string encodes as ``[CLS] [SEP]``.
         """
-        from tqdm.auto import tqdm
-
-        from spacy_sapbert.encoding.packed import TOKENS_PER_PASS, padded_batches, passes
-
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -277,50 +272,9 @@ class Encoder:
 
             return encode_ids(self.model, ids, int(self.tokenizer.pad_token_id), self.pooling, batch_size, normalize,
                               show_progress)
-        import torch
+        from spacy_sapbert.encoding.torch_encoding import encode_ids as encode_on_torch
 
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        native = self.backend == "native"
-        # a GPU fills larger passes: as many tokens as batch_size texts of max_length
-        tokens = None if self.device == "cpu" else max(TOKENS_PER_PASS, batch_size * self.max_length)
-        batches = passes(lengths, tokens) if native else padded_batches(lengths, batch_size)
-        bar = tqdm(batches, desc="encoding", unit="batch", disable=not show_progress)
-        forward = partial(self._forward_packed, group_size=batch_size) if native else self._forward_padded
-        with torch.inference_mode():
-            for rows in bar:
-                pooled = forward([ids[i] for i in rows])
-                if normalize:
-                    pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
-                out[rows] = pooled.cpu().numpy()
-        return out
-
-    def _forward_padded(self, ids: List[List[int]]) -> Any:
-        """Pooled float32 vectors of one batch of texts padded to the longest (the ``transformers`` backend's
-        models; padded to a multiple of 8, BC5CDR dev's 2,594 mention texts took 2.2-2.9 s, not 1.7-2.1)."""
-        import torch
-
-        from spacy_sapbert.encoding.packed import padded_ids
-
-        input_ids, mask = padded_ids(ids, int(self.tokenizer.pad_token_id))
-        input_ids, attention = torch.from_numpy(input_ids), torch.from_numpy(mask)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast):
-            hidden = self.model(input_ids=input_ids.to(self.device),
-                                attention_mask=attention.to(self.device)).last_hidden_state.float()
-        return pool(hidden, attention.to(self.device), self.pooling)
-
-    def _forward_packed(self, ids: List[List[int]], group_size: int) -> Any:
-        """Pooled float32 vectors of texts sorted longest first, through the native model's packed pass
-        (:mod:`~spacy_sapbert.encoding.packed`): no padding but within attention groups of ``group_size``."""
-        import torch
-
-        from spacy_sapbert.encoding.packed import packed_states
-
-        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        flat = torch.from_numpy(np.fromiter((t for text in ids for t in text), dtype=np.int64, count=int(lengths.sum())))
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.autocast):
-            states = packed_states(self.model, flat.to(self.device), lengths, group_size)
-        return pool_packed(states.float(), lengths, self.pooling)
+        return encode_on_torch(self, ids, batch_size, normalize, show_progress)
 
     # -- files ----------------------------------------------------------------------
     def round_weights(self, dtype: str = "float16") -> None:
