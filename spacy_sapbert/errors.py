@@ -34,7 +34,8 @@ def exit_on_input_error(code: int = 2) -> Iterator[None]:
     stderr and exit ``code`` (2, as for a usage error), instead of a traceback. The one place
     that maps errors to exit codes, for every ``sapbert`` command: an operating-system error (a
     full disk, a permission) is one ``error:`` line and exit 1, and a weights file that
-    ``safetensors`` cannot read (should one get past the model-folder checks) is bad input."""
+    ``safetensors`` cannot read (should one get past the model-folder checks) is bad input; a module of an
+    optional extra that is not installed (torch, in the base install) is one line naming the extra, exit 1."""
     try:
         yield
     except InputError as err:
@@ -67,15 +68,29 @@ EXTRA_OF_MODULE = {
 }
 
 
+class TorchBlocked(ModuleNotFoundError):
+    """``import torch`` in a process that keeps torch out (:func:`spacy_sapbert.util.torch_free.block_torch`:
+    ``sapbert annotate --onnx``), where torch may well be installed."""
+
+
 def missing_extra(err: ModuleNotFoundError) -> Optional[str]:
     """What to install for a module of an optional extra that is not installed (``None`` for any other module,
-    whose error is a bug to see whole): a command that trains needs torch, which the base install lacks."""
+    whose error is a bug to see whole): a command that trains needs torch, which the base install lacks. A
+    training command is told the ``train`` extra, which holds torch and the rest it needs; a process that blocked
+    torch, to run without it."""
     top = (err.name or "").split(".")[0]
     extra = EXTRA_OF_MODULE.get(top)
     if extra is None:
         return None
-    also = " ('spacy-sapbert[train]' for the training commands, which it includes)" if extra == "torch" else ""
-    return f"this command needs {top}, which is not installed here: pip install 'spacy-sapbert[{extra}]'{also}"
+    if isinstance(err, TorchBlocked):
+        return "this needs torch, which --onnx keeps out of this process: run it without --onnx"
+    frames, training = err.__traceback__, False
+    while frames is not None and not training:
+        training = str(frames.tb_frame.f_globals.get("__name__", "")).startswith("spacy_sapbert.training")
+        frames = frames.tb_next
+    if training and extra == "torch":
+        extra = "train"
+    return f"this command needs {top}, which is not installed here: pip install 'spacy-sapbert[{extra}]'"
 
 
 def describe_os_error(err: OSError) -> str:

@@ -22,6 +22,7 @@ def entities(path: Path) -> list:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # a wheel, a venv and an install from the package index or its cache
 def test_pip_install_dot_annotates_without_torch(tmp_path: Path) -> None:
     source = tmp_path / "src"
     shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(

@@ -42,12 +42,12 @@ class ShardAnnotator:
         from spacy_sapbert.pipes.loading import load_pipeline
         from spacy_sapbert.util.devices import torch_installed
 
+        # ONNX Runtime's sessions (the base install's, or a pipe's backend: onnx) take their threads from this
+        os.environ["OMP_NUM_THREADS"] = str(max(1, int(num_cpus)))
         if torch_installed():
             import torch
 
             torch.set_num_threads(max(1, int(num_cpus)))
-        else:  # the base install: the models run on ONNX Runtime, whose sessions take their threads from this
-            os.environ["OMP_NUM_THREADS"] = str(max(1, int(num_cpus)))
         if not device:
             device = "cuda" if ray.get_gpu_ids() else None  # None: the pipeline's own settings (CPU)
         self.nlp = load_pipeline(pipeline, device)

@@ -68,7 +68,11 @@ def wants_onnx(backend: str, where: Optional[str] = None) -> bool:
 def onnx_device(device: Optional[str]) -> str:
     """The onnx backend's device: the CPU (``auto`` included); any other is an error, not a silent fallback."""
     if (device or "auto").lower() not in ("auto", "cpu"):
-        raise InputError(f"the onnx backend runs on the CPU only, not on {device!r}", field="device")
+        from spacy_sapbert.util.devices import torch_installed
+
+        why = "" if torch_installed() else " (torch, which runs the models on a GPU, is not installed here: pip " \
+            "install 'spacy-sapbert[torch]')"
+        raise InputError(f"the onnx backend runs on the CPU only, not on {device!r}{why}", field="device")
     return "cpu"
 
 

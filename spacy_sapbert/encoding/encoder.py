@@ -48,7 +48,7 @@ class Encoder:
     """Texts → L2-normalised float32 vectors with a Hugging Face encoder.
 
     Texts are sorted by token length and, with the native backend, computed without padding
-    (:mod:`~spacy_sapbert.encoding.packed`); inference runs under ``torch.inference_mode``.
+    (:mod:`~spacy_sapbert.encoding.packed`); on torch, inference runs under ``torch.inference_mode``.
     Precision (``dtype``): ``auto`` is float16 weights on a GPU,
     bf16 autocast on a CPU where bf16 beats float32 (AMX, or AVX512-BF16 on AMD; the weights stay
     float32; with ``half_linears``, for an encoder that only infers, the linear layers' are kept in

@@ -34,7 +34,7 @@ POSITIONS = "embeddings.position_plus_type"
 
 
 def available() -> bool:
-    """Whether ``onnxruntime`` and ``onnx`` import (the ``onnx`` extra)."""
+    """Whether ``onnxruntime`` and ``onnx`` import (base requirements; the ``onnx`` extra names them too)."""
     try:
         import onnx  # noqa: F401
         import onnxruntime  # noqa: F401

@@ -213,6 +213,11 @@ def searcher_for(index: Any, kind: str, flat_search: str = "faiss") -> Any:
         return pq_searcher(index)
     if kind == "flat" and flat_search != "faiss" and index.ntotal:
         from spacy_sapbert.index.matmul_flat import MatmulFlatSearch
+        from spacy_sapbert.util.devices import torch_installed
+
+        if not torch_installed():
+            raise InputError(f"flat_search {flat_search!r} multiplies on torch, which is not installed here: use "
+                             "'faiss', or pip install 'spacy-sapbert[torch]'", field="flat_search")
 
         return MatmulFlatSearch(index, bf16=flat_search == "bfloat16")
     return index

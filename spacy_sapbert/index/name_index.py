@@ -28,7 +28,7 @@ from spacy_sapbert.index.refine import refine_scores
 from spacy_sapbert.index.row_filter import RowFilter, filtered_search
 from spacy_sapbert.index.tables import NameRows, RowValues, Tables, tables_of
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
-from spacy_sapbert.util.devices import cpu_prefers_bf16
+from spacy_sapbert.util.devices import cpu_prefers_bf16, torch_installed
 
 PathLike = Union[str, Path]
 
@@ -207,9 +207,16 @@ class NameIndex:
         key = (self.index, self.index.ntotal, self.flat_search)
         made = self._made_searcher
         if made is None or made[0][0] is not self.index or made[0][1:] != key[1:]:
-            wanted = self.flat_search or ("bfloat16" if cpu_prefers_bf16() else "float32")
-            self._made_searcher = (key, searcher_for(self.index, self.kind, flat_search=wanted))
+            self._made_searcher = (key, searcher_for(self.index, self.kind,
+                                                     flat_search=self.flat_search or self._default_flat_search()))
         return self._made_searcher[1]
+
+    def _default_flat_search(self) -> str:
+        """How a flat index is searched unless :attr:`flat_search` says: a bf16 or float32 matrix multiply on torch
+        (bf16 where the CPU prefers it), FAISS's own search where torch is not installed (the base install)."""
+        if self.kind != "flat" or not torch_installed():
+            return "faiss"
+        return "bfloat16" if cpu_prefers_bf16() else "float32"
 
     def _score_own_names(self, vectors: np.ndarray, texts: Sequence[str], scores: np.ndarray, found: np.ndarray,
                          k: int, rows: Optional[RowFilter]) -> Tuple[np.ndarray, np.ndarray]:

@@ -12,6 +12,8 @@ import logging
 import sys
 from typing import Any, Optional, Sequence
 
+from spacy_sapbert.errors import TorchBlocked
+
 logger = logging.getLogger(__name__)
 
 BLOCKED = "torch"
@@ -22,8 +24,8 @@ class _NoTorch(importlib.abc.MetaPathFinder):
 
     def find_spec(self, name: str, path: Optional[Sequence[str]] = None, target: Any = None) -> None:
         if name == BLOCKED or name.startswith(BLOCKED + "."):
-            raise ModuleNotFoundError(f"torch is not imported in this process (spacy_sapbert.util.torch_free): "
-                                      f"{name}", name=name)
+            raise TorchBlocked(f"torch is not imported in this process (spacy_sapbert.util.torch_free): {name}",
+                               name=name)
         return None
 
 
