@@ -1,5 +1,5 @@
-"""benchmarks/pipeline_vs_scispacy.py's FLOP count of the NER: what the packed pass computes, its last layer only
-at the scored pieces, so that the share of the matrix-multiply peak it reports is not inflated."""
+"""benchmarks/compute_share.py's FLOP count of the NER (pipeline_vs_scispacy.py reports it): what the packed pass
+computes, its last layer only at the scored pieces, so that the share of the matrix-multiply peak is not inflated."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -13,7 +13,7 @@ MINILM = SimpleNamespace(hidden_size=384, intermediate_size=1536)
 
 @pytest.fixture(scope="module")
 def bench():
-    return load_script("pipeline_vs_scispacy")
+    return load_script("compute_share")
 
 
 def test_a_window_scored_at_every_piece_costs_its_layers_whole(bench):
