@@ -3,6 +3,7 @@ resumable (spacy_sapbert.annotate does the work; this is its command line)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Optional
 
@@ -80,6 +81,10 @@ def annotate_command(  # a typer signature: one parameter per option, longer tha
         return
     if low_memory:  # this process is ours: freed activations go back to the system (spacy_sapbert.util.heap)
         hold_mmap_threshold()
+    if n_process > 1:  # the workers fork from this process and share its cores: ONNX Runtime sessions made now
+        # with one thread have no thread pool for a fork to leave behind (torch's are set to one thread in each
+        # worker: spacy_sapbert.util.threads)
+        os.environ["OMP_NUM_THREADS"] = "1"
     with exit_on_input_error():
         # everything that needs no pipeline is checked before one is loaded (seconds), and a second run on the
         # same output is refused then (annotate() takes the lock again: it is re-entrant)

@@ -84,3 +84,18 @@ def test_link_over_a_kb_searches_its_flat_index_without_torch():
         return [[c["concept_id"] for c in json.loads(line)["candidates"]] for line in stdout.splitlines()]
     assert ranked(without.stdout) == ranked(here.stdout)
     assert [ids[0] for ids in ranked(here.stdout)] == ["D009203", "D001943"]
+
+
+def test_n_process_without_torch_equals_one_process(tmp_path):
+    """The workers fork from a process that holds ONNX Runtime sessions: made with one thread when workers will fork
+    (no thread pool for the fork to leave behind), they annotate as one process does."""
+    source = tmp_path / "docs.jsonl"
+    source.write_text("".join(json.dumps({"id": str(i), "text": t}) + "\n" for i, t in enumerate(
+        ["Cisplatin nephrotoxicity in patients with FAP.", "Lithium can cause goiter and hypothyroidism.",
+         "No entity here.", "Heart attack after three days of angina."] * 2)))
+    for name, extra in (("one", []), ("two", ["--n-process", "2", "--batch-size", "2"])):
+        out = subprocess.run([sys.executable, "-c", WITHOUT_TORCH, "annotate", str(source), "-o",
+                              str(tmp_path / f"{name}.jsonl"), *extra], capture_output=True, text=True, cwd=REPO,
+                             timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+    assert (tmp_path / "two.jsonl").read_bytes() == (tmp_path / "one.jsonl").read_bytes()
