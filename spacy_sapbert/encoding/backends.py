@@ -3,18 +3,20 @@
 ``native`` (:mod:`spacy_sapbert.encoding.bert`) computes a plain BERT with torch alone and never
 imports ``transformers``, which saves seconds when the default pipeline loads; ``onnx``
 (:mod:`spacy_sapbert.encoding.onnx_bert`) computes the same model on ONNX Runtime without torch, which
-saves its ~220 MB where torch is not installed or not wanted; ``transformers`` runs anything else. The :class:`~spacy_sapbert.encoding.encoder.Encoder` picks one
-per model folder and loads through the functions here.
+saves its ~220 MB where torch is not installed or not wanted; ``transformers`` runs anything else. The
+:class:`~spacy_sapbert.encoding.encoder.Encoder` picks one per model folder and loads through the functions here.
 """
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple, Union
 
 from spacy_sapbert.encoding.modelfiles import check_is_encoder
 from spacy_sapbert.errors import InputError
 
+logger = logging.getLogger(__name__)
 BACKENDS = ("auto", "native", "onnx", "transformers")
 
 
@@ -74,6 +76,13 @@ def onnx_device(device: Optional[str]) -> str:
             "install 'spacy-sapbert[torch]')"
         raise InputError(f"the onnx backend runs on the CPU only, not on {device!r}{why}", field="device")
     return "cpu"
+
+
+def onnx_precision(requested: str, who: str) -> str:
+    """The onnx backend's precision, float32: a request for another (``auto`` aside) is logged as not used."""
+    if str(requested).lower() not in ("auto", "float32", "fp32"):
+        logger.warning("%s: the onnx backend computes in float32; precision %r is not used", who, requested)
+    return "float32"
 
 
 def load_onnx(location: Path, config: Dict[str, Any]) -> Tuple[Any, Any, Optional[int]]:

@@ -228,7 +228,8 @@ class BertEncoder(nn.Module):
             else:
                 state[name] = read_as(tensor, half.get(name))
         expected = model.state_dict()
-        unknown = [k for k in state if k not in expected and k not in IGNORED_TENSORS and not k.startswith(("cls.", "lm_"))]
+        unknown = [k for k in state
+                   if k not in expected and k not in IGNORED_TENSORS and not k.startswith(("cls.", "lm_"))]
         missing = [k for k in expected if k not in state]
         if missing or unknown:
             raise ValueError(f"{folder / WEIGHTS_FILE}: not a BertModel state dict (missing {missing[:5]}, "

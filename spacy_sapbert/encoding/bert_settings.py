@@ -56,8 +56,8 @@ class BertSettings:
 
 
 def supports(folder: Path, config: Dict[str, Any]) -> Tuple[bool, str]:
-    """(True, "") when ``folder`` holds a BERT encoder this module computes exactly, else
-    (False, why)."""
+    """(True, "") when ``folder`` holds a BERT encoder the native backends (torch: :mod:`.bert`; ONNX Runtime:
+    :mod:`.onnx_bert`) compute exactly, else (False, why)."""
     if config.get("model_type") != "bert":
         return False, f"model_type {config.get('model_type')!r} is not 'bert'"
     if config.get("position_embedding_type", "absolute") != "absolute":

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import numpy as np
 
 from spacy_sapbert.encoding.backends import (BACKENDS, load_native, load_onnx, load_transformers, onnx_device,
-                                             pick_backend, read_transformers_config)
+                                             onnx_precision, pick_backend, read_transformers_config)
 from spacy_sapbert.encoding.folder_check import check_model_folder
 from spacy_sapbert.encoding.modelfiles import MINILM_ALIASES, SETTINGS_FILE, read_settings, resolve_model_path
 from spacy_sapbert.encoding.pooling import POOLINGS, check_pooling
@@ -191,9 +191,7 @@ class Encoder:
         on_gpu = self.device.startswith("cuda")
         key = check_dtype(dtype)
         if self.backend == "onnx":
-            if key not in ("auto", "float32"):
-                logger.warning("the onnx backend computes in float32; dtype %s is not used", key)
-            return "float32"
+            return onnx_precision(key, f"encoder {self.source}")
         if key == "auto":
             if on_gpu:
                 return "float16"

@@ -83,14 +83,13 @@ class TransformerNER(Pipe):
         table = self._shared_table(shared["from"], folder, shared["sha256"]) if shared else None
         self.shared_from = shared["from"] if shared else None
         if backend == "onnx":
+            from spacy_sapbert.encoding.backends import onnx_precision
             from spacy_sapbert.ner import onnx_tagger
 
-            if self.cfg["precision"] not in ("auto", "float32", "fp32"):
-                logger.warning("%s: the onnx backend computes in float32; precision %r is not used", self.name,
-                               self.cfg["precision"])
+            dtype = onnx_precision(self.cfg["precision"], self.name)
             model, tokenizer, settings = onnx_tagger.load(folder, as_backend(table, "onnx") if shared else None,
                                                           table_checked=True)
-            self._set_tagging(folder, model, tokenizer, settings, "cpu", "float32", backend)
+            self._set_tagging(folder, model, tokenizer, settings, "cpu", dtype, backend)
             return
         from spacy_sapbert.encoding.int8 import INT8, quantize_linears
         from spacy_sapbert.ner import model as tagger_model
@@ -233,8 +232,8 @@ class TransformerNER(Pipe):
         import torch
 
         from spacy_sapbert.encoding.half_weights import has_half_linears
-        from spacy_sapbert.ner import model as tagger_model
         from spacy_sapbert.encoding.int8 import is_quantized
+        from spacy_sapbert.ner import model as tagger_model
 
         skip = ("format", "tags", "n_features", model_files.SHARED_KEY)
         extra = {k: v for k, v in settings.items() if k not in skip}

@@ -32,7 +32,7 @@ class _NoTorch(importlib.abc.MetaPathFinder):
 def block_torch() -> bool:
     """Make ``import torch`` fail from now on in this process; False (and a warning) when torch is imported
     already, since nothing is then saved, and when it is blocked already."""
-    if any(isinstance(finder, _NoTorch) for finder in sys.meta_path):
+    if torch_blocked():
         return False
     if BLOCKED in sys.modules:
         logger.warning("torch was imported before it could be blocked: its memory stays in this process")
