@@ -13,7 +13,9 @@ the configuration before the native backend and CPU bf16), optionally with a che
 code (and embedded default) the process runs instead of this one's,
 ``LABEL=BACKEND,PRECISION,FOLDER`` (``git worktree add /tmp/wt-before REV``), and optionally with glibc's
 mmap threshold held before the pipeline loads, ``LABEL=BACKEND,PRECISION,FOLDER,held`` (FOLDER may be empty),
-as ``sapbert annotate`` holds it (:mod:`spacy_sapbert.util.heap`), and optionally with the NER's precision,
+as ``sapbert annotate --low-memory`` holds it (:mod:`spacy_sapbert.util.heap`), or ``paged``: the clean shared-library pages
+dropped from the resident set after the imports, as ``sapbert annotate`` does (:mod:`spacy_sapbert.util.resident`), and
+optionally with the NER's precision,
 ``LABEL=BACKEND,PRECISION,FOLDER,HEAP,NER_PRECISION`` (``torch-fp32=auto,float32,,,float32``: both models in float32
 on torch, what a CPU without native bf16 computes; default: the pipeline's own); runs alternate between them and the
 ratios against the last variant are printed beside the numbers.
@@ -55,6 +57,9 @@ if sys.argv[3] == "onnx":  # both transformers on ONNX Runtime, torch never impo
     from spacy_sapbert.util.torch_free import block_torch
     assert block_torch(), "torch was imported before the probe could block it"
 import spacy, spacy_sapbert
+if sys.argv[5] == "paged":
+    from spacy_sapbert.util.resident import drop_library_pages
+    assert drop_library_pages(), "no shared-library page could be dropped here"
 imported = time.perf_counter()
 overrides = {"components.sapbert_linker.backend": sys.argv[3], "components.sapbert_linker.precision": sys.argv[4]}
 if sys.argv[3] == "onnx":
@@ -100,7 +105,7 @@ def main() -> None:
     parser.add_argument("--corpus", required=True, type=Path)
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--variant", action="append",
-                        help="LABEL=BACKEND,PRECISION[,CHECKOUT[,held[,NER_PRECISION]]] (repeatable; the last one is "
+                        help="LABEL=BACKEND,PRECISION[,CHECKOUT[,held|paged[,NER_PRECISION]]] (repeatable; the last one is "
                              "the baseline of the ratios)")
     parser.add_argument("--job-input", type=Path,
                         help="also run `sapbert annotate` on this file each round (make run's job): time and peak RSS")
@@ -115,9 +120,9 @@ def main() -> None:
     for item in args.variant or ["default=auto,auto", "transformers-fp32=transformers,float32"]:
         label, _, settings = item.partition("=")
         backend, precision, checkout, heap, ner_precision = (settings.split(",", 4) + ["", "", "", ""])[:5]
-        if heap not in ("", "glibc", "held"):
-            parser.error(f"--variant {item}: the fourth field is 'held' or 'glibc' (glibc's own mmap threshold), "
-                         f"got {heap!r}")
+        if heap not in ("", "glibc", "held", "paged"):
+            parser.error(f"--variant {item}: the fourth field is 'held', 'paged' or 'glibc' (glibc's own mmap "
+                         f"threshold), got {heap!r}")
         if checkout and not (Path(checkout) / "spacy_sapbert").is_dir():
             parser.error(f"--variant {item}: {checkout} is not a checkout of this project (no spacy_sapbert/)")
         variants[label] = (backend or "auto", precision or "auto", checkout, heap or "glibc", ner_precision)
