@@ -13,9 +13,9 @@ the configuration before the native backend and CPU bf16), optionally with a che
 code (and embedded default) the process runs instead of this one's,
 ``LABEL=BACKEND,PRECISION,FOLDER`` (``git worktree add /tmp/wt-before REV``), and optionally with glibc's
 mmap threshold held before the pipeline loads, ``LABEL=BACKEND,PRECISION,FOLDER,held`` (FOLDER may be empty),
-as ``sapbert annotate --low-memory`` holds it (:mod:`spacy_sapbert.util.heap`), or ``paged``: the clean shared-library pages
-dropped from the resident set after the imports, as ``sapbert annotate`` does (:mod:`spacy_sapbert.util.resident`), and
-optionally with the NER's precision,
+as ``sapbert annotate --low-memory`` holds it (:mod:`spacy_sapbert.util.heap`), or ``paged``: the clean
+shared-library pages dropped from the resident set after the imports, as ``sapbert annotate`` does
+(:mod:`spacy_sapbert.util.resident`), and optionally with the NER's precision,
 ``LABEL=BACKEND,PRECISION,FOLDER,HEAP,NER_PRECISION`` (``torch-fp32=auto,float32,,,float32``: both models in float32
 on torch, what a CPU without native bf16 computes; default: the pipeline's own); runs alternate between them and the
 ratios against the last variant are printed beside the numbers.
@@ -105,8 +105,8 @@ def main() -> None:
     parser.add_argument("--corpus", required=True, type=Path)
     parser.add_argument("--runs", type=int, default=4)
     parser.add_argument("--variant", action="append",
-                        help="LABEL=BACKEND,PRECISION[,CHECKOUT[,held|paged[,NER_PRECISION]]] (repeatable; the last one is "
-                             "the baseline of the ratios)")
+                        help="LABEL=BACKEND,PRECISION[,CHECKOUT[,held|paged[,NER_PRECISION]]] (repeatable; the last "
+                             "one is the baseline of the ratios)")
     parser.add_argument("--job-input", type=Path,
                         help="also run `sapbert annotate` on this file each round (make run's job): time and peak RSS")
     parser.add_argument("--job-flags", action="append", default=[],

@@ -22,7 +22,7 @@ SMAPS = "".join([
     smaps_entry("55d0c0a00000-55d0c0a21000", "rw-p", "[heap]", 132),
     smaps_entry("7f1000000000-7f1000200000", "r--p", "/venv/torch/lib/libtorch_cpu.so", 0),
     smaps_entry("7f1000200000-7f1004000000", "r-xp", "/venv/torch/lib/libtorch_cpu.so", 0),
-    smaps_entry("7f1004000000-7f1004100000", "r--p", "/venv/torch/lib/libtorch_cpu.so", 24),  # relocated, then read-only
+    smaps_entry("7f1004000000-7f1004100000", "r--p", "/venv/torch/lib/libtorch_cpu.so", 24),  # relocated, read-only
     smaps_entry("7f1004100000-7f1004200000", "rw-p", "/venv/torch/lib/libtorch_cpu.so", 8),   # its data
     smaps_entry("7f1005000000-7f1005020000", "r-xp", "/usr/lib/x86_64-linux-gnu/libc.so.6", 0),
     smaps_entry("7f1006000000-7f1006400000", "r--p", "/data/index/vectors.bin", 0),            # a data file
