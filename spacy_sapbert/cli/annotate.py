@@ -93,9 +93,9 @@ def annotate_command(  # a typer signature: one parameter per option, longer tha
         with output_lock(output):
             preflight(source, output, resume=not overwrite, fmt=fmt, text_field=text_field,
                       id_field=id_field or None)
-            # the library code that importing torch and spaCy ran once leaves the resident set: -65 MB of peak RSS
-            # over NCBI test (spacy_sapbert.util.resident); the imports first, which load_pipeline would make next
-            import spacy  # noqa: F401
+            # the library code that importing spaCy (and with it torch) ran once leaves the resident set: about -60 MB
+            # of peak RSS over NCBI test (spacy_sapbert.util.resident); this process has one thread here
+            import spacy  # noqa: F401  (what the pipes import while they load stays: far less)
             drop_library_pages()
             nlp = load_pipeline(pipeline, device, onnx=onnx)
             summary = annotate(nlp, source, output, fmt=fmt, text_field=text_field, id_field=id_field or None,

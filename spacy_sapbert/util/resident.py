@@ -12,26 +12,25 @@ took 12 ms.
 
 It is safe only where the process holds no page of its own in the mapping: ``MADV_DONTNEED`` on a private
 mapping throws away a page the process wrote (the file's content comes back instead). So only mappings of
-shared-library files that are not writable and hold no such page (``Anonymous: 0 kB`` in
-``/proc/self/smaps``: the loader's relocated data is excluded by that) are asked about, never a data file a
-program maps. It is a request about the whole process, so the library never makes it by itself: ``sapbert
-annotate`` (a process of its own) calls it before it loads the pipeline, and a program that embeds the pipeline
-may call it too, after its imports.
+shared-library files that are not writable and hold no such page, in memory or swapped out (``Anonymous: 0 kB``
+and ``Swap: 0 kB`` in ``/proc/self/smaps``: the loader's relocated data is excluded by that), are asked about,
+never a data file a program maps. The mappings are read first and dropped after, so no other thread may load or
+unload a library meanwhile. It is a request about the whole process, so the library never makes it by itself:
+``sapbert annotate`` (a process of its own, one thread at that point) calls it before it loads the pipeline, and
+a program that embeds the pipeline may call it too, after its imports, where the same holds.
 """
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
+import mmap
 import re
 import sys
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import Any, Dict, Iterator, NamedTuple, Optional
 
 logger = logging.getLogger(__name__)
 
-MADV_DONTNEED = 4
-"""``madvise``'s advice number for "unmap these pages now" (Linux ``mman-common.h``)."""
 LIBRARY = re.compile(r"\.so(\.[0-9.]+)?$")
 """A shared library's file name: ``libtorch_cpu.so``, ``libc.so.6``, ``_C.cpython-311-x86_64-linux-gnu.so``."""
 
@@ -42,29 +41,39 @@ class Mapping(NamedTuple):
     end: int
     permissions: str
     anonymous_kb: int
+    swap_kb: int
     path: str
 
     @property
     def droppable(self) -> bool:
-        """Not writable and no page of the process's own: every page is the file's, in the page cache."""
-        return "w" not in self.permissions and self.anonymous_kb == 0
+        """Not writable and no page of the process's own, resident or swapped: every page is the file's."""
+        return "w" not in self.permissions and self.anonymous_kb == 0 and self.swap_kb == 0
 
 
 def library_mappings(smaps: Path = Path("/proc/self/smaps")) -> Iterator[Mapping]:
-    """Every mapping of a shared-library file in ``smaps`` (this process's)."""
-    current = None
+    """Every mapping of a shared-library file in ``smaps`` (this process's) whose entry states both its
+    ``Anonymous:`` and its ``Swap:`` size (an entry without them is left out: nothing says it is clean)."""
+    entry: Optional[Dict[str, Any]] = None
     with open(smaps, encoding="utf-8", errors="replace") as lines:
         for line in lines:
             head, _, rest = line.partition(" ")
             if "-" in head and not head.endswith(":"):  # a mapping's first line: range, permissions, ..., path
+                if entry is not None and {"Anonymous:", "Swap:"} <= entry.keys():
+                    yield _mapping(entry)
                 fields = line.split(maxsplit=5)
                 path = fields[5].strip() if len(fields) == 6 else ""
-                start, end = head.split("-")
                 library = path.startswith("/") and LIBRARY.search(path.removesuffix(" (deleted)"))
-                current = (int(start, 16), int(end, 16), fields[1], path) if library else None
-            elif head == "Anonymous:" and current is not None:
-                yield Mapping(current[0], current[1], current[2], int(rest.split()[0]), current[3])
-                current = None
+                entry = {"range": head, "permissions": fields[1], "path": path} if library else None
+            elif entry is not None and head in ("Anonymous:", "Swap:"):
+                entry[head] = int(rest.split()[0])
+    if entry is not None and {"Anonymous:", "Swap:"} <= entry.keys():
+        yield _mapping(entry)
+
+
+def _mapping(entry: Dict[str, Any]) -> Mapping:
+    start, end = entry["range"].split("-")
+    return Mapping(int(start, 16), int(end, 16), entry["permissions"], entry["Anonymous:"], entry["Swap:"],
+                   entry["path"])
 
 
 def drop_library_pages() -> int:
@@ -72,9 +81,12 @@ def drop_library_pages() -> int:
     about (0 off Linux, where nothing is done)."""
     if not sys.platform.startswith("linux"):
         return 0
+    advice = getattr(mmap, "MADV_DONTNEED", None)
     try:
-        madvise = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True).madvise
+        madvise = ctypes.CDLL(None, use_errno=True).madvise  # the C library the interpreter runs on
     except (OSError, AttributeError):
+        return 0
+    if advice is None:
         return 0
     madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     madvise.restype = ctypes.c_int
@@ -82,7 +94,7 @@ def drop_library_pages() -> int:
     for mapping in list(library_mappings()):  # read whole before the first call changes it
         if not mapping.droppable:
             continue
-        if madvise(mapping.start, mapping.end - mapping.start, MADV_DONTNEED) != 0:
+        if madvise(mapping.start, mapping.end - mapping.start, advice) != 0:
             logger.debug("madvise(MADV_DONTNEED) failed for %s (errno %d)", mapping.path, ctypes.get_errno())
             continue
         asked += mapping.end - mapping.start

@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 from spacy_sapbert.util.resident import library_mappings
 
 
-def smaps_entry(range_: str, permissions: str, path: str, anonymous_kb: int) -> str:
+def smaps_entry(range_: str, permissions: str, path: str, anonymous_kb: int, swap_kb: int = 0) -> str:
     return (f"{range_} {permissions} 00000000 08:01 101                      {path}\n"
             f"Size:               2048 kB\nRss:                 512 kB\nAnonymous:      {anonymous_kb:>8} kB\n"
-            "VmFlags: rd mr mw me\n")
+            f"Swap:           {swap_kb:>8} kB\nVmFlags: rd mr mw me\n")
 
 
 SMAPS = "".join([
@@ -27,6 +27,8 @@ SMAPS = "".join([
     smaps_entry("7f1005000000-7f1005020000", "r-xp", "/usr/lib/x86_64-linux-gnu/libc.so.6", 0),
     smaps_entry("7f1006000000-7f1006400000", "r--p", "/data/index/vectors.bin", 0),            # a data file
     smaps_entry("7f1008000000-7f1008010000", "r-xp", "/tmp/ort/libonnxruntime.so.1.32.0 (deleted)", 0),
+    smaps_entry("7f1009000000-7f1009010000", "r--p", "/opt/my libs/libfoo.so", 0, swap_kb=4),  # relocated, swapped
+    "7f100a000000-7f100a010000 r-xp 00000000 08:01 106  /usr/lib/libbar.so\nRss: 4 kB\n",  # no Anonymous/Swap
     smaps_entry("7ffd00000000-7ffd00021000", "rw-p", "[stack]", 132),
 ])
 
@@ -69,7 +71,8 @@ def test_only_clean_read_only_library_mappings_are_droppable(tmp_path):
         ("libtorch_cpu.so", "r--p", True), ("libtorch_cpu.so", "r-xp", True),
         ("libtorch_cpu.so", "r--p", False),  # pages the loader wrote: dropping them would undo its relocations
         ("libtorch_cpu.so", "rw-p", False), ("libc.so.6", "r-xp", True),
-        ("libonnxruntime.so.1.32.0 (deleted)", "r-xp", True)]  # not the heap, the stack or a data file
+        ("libonnxruntime.so.1.32.0 (deleted)", "r-xp", True),
+        ("libfoo.so", "r--p", False)]  # not the heap, the stack, a data file or an entry that says nothing of its pages
     assert (found[0].start, found[0].end, found[3].anonymous_kb) == (0x7f1000000000, 0x7f1000200000, 8)
 
 
