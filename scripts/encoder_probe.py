@@ -47,7 +47,7 @@ def main() -> None:
                     if len(m.ids) == 1]
         texts = [text for text, _, _ in mentions]
         _, rows = index.search(encoder.encode(texts), 1, texts=texts)
-        names = set(index.names) if args.by_wording else set()
+        names = set(index.names) if args.by_wording else None
         counts: dict = {}
         for (text, ids, kind), row in zip(mentions, rows[:, 0]):
             if args.by_wording:

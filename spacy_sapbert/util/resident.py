@@ -79,14 +79,12 @@ def _mapping(entry: Dict[str, Any]) -> Mapping:
 def drop_library_pages() -> int:
     """Unmap this process's clean shared-library pages (:class:`Mapping`'s ``droppable``); the bytes asked
     about (0 off Linux, where nothing is done)."""
-    if not sys.platform.startswith("linux"):
+    advice = getattr(mmap, "MADV_DONTNEED", None)  # Python defines it where the system has it
+    if advice is None or not sys.platform.startswith("linux"):
         return 0
-    advice = getattr(mmap, "MADV_DONTNEED", None)
     try:
         madvise = ctypes.CDLL(None, use_errno=True).madvise  # the C library the interpreter runs on
     except (OSError, AttributeError):
-        return 0
-    if advice is None:
         return 0
     madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     madvise.restype = ctypes.c_int
