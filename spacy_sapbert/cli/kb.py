@@ -1,10 +1,10 @@
-"""``sapbert kb build`` and ``sapbert kb stats``: make a knowledge base from the upstream
-vocabularies (spacy_sapbert.kb.sources) and say what is in one."""
+"""``sapbert kb build``, ``sapbert kb stats`` and ``sapbert kb add-names``: make a knowledge base from the
+upstream vocabularies (spacy_sapbert.kb.sources), say what is in one, lend it another's names."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -50,3 +50,39 @@ def kb_stats(
     typer.echo(f"  names (normalised)         {stats.names:>10,}")
     typer.echo(f"  concepts with >=2 names    {stats.concepts_with_synonyms:>10,}")
     typer.echo(f"  positive pairs (<={MAX_PAIRS_PER_CONCEPT}/concept) {stats.positive_pairs:>10,}")
+
+
+def kb_add_names(
+    base_path: Path = typer.Argument(..., metavar="KB", help="The KB that gains names (e.g. the default's, "
+                                     "kbs/mesh-medic-chem-train.jsonl.gz)."),
+    other_path: Path = typer.Argument(..., metavar="OTHER", help="The KB whose names it borrows (e.g. "
+                                      "kbs/open-biomed.jsonl.gz)."),
+    output: Path = typer.Option(..., "--output", "-o", help="KB file to write (a new file: nothing is overwritten)."),
+    types: Optional[List[str]] = typer.Option(None, "--types", help="Only KB concepts of these types gain names "
+                                              "(repeat: --types Disease --types Phenotype); default: any."),
+    min_chars: int = typer.Option(5, "--min-chars", min=1, help="Leave out names shorter than this once normalised "
+                                  "(abbreviations)."),
+    report: Optional[Path] = typer.Option(None, "--report", help="Also write the counts here (JSON)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output when it exists (never KB or OTHER)."),
+) -> None:
+    """Write KB with OTHER's names added to the KB concepts OTHER's concepts share an ID with."""
+    from spacy_sapbert.errors import InputError
+    from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+    from spacy_sapbert.kb.names_by_id import add_names_by_id
+    from spacy_sapbert.util.atomic import atomic_write_text
+
+    with exit_on_input_error():
+        for given in (base_path, other_path):
+            if output.resolve() == given.resolve():
+                raise InputError("is an input of this command: write the KB to a new file", output, field="--output")
+        if output.exists() and not overwrite:
+            raise InputError("exists: choose a new file, or --overwrite (nothing is overwritten unasked)", output,
+                             field="--output")
+        extended, counts = add_names_by_id(KnowledgeBase.from_jsonl(base_path), KnowledgeBase.from_jsonl(other_path),
+                                           types, min_chars)
+    extended.to_jsonl(output)
+    counts["output"] = str(output)
+    text = json.dumps(counts, indent=1)
+    if report is not None:
+        atomic_write_text(report, text + "\n")
+    typer.echo(text)
