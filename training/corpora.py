@@ -145,12 +145,15 @@ def iter_mentions(documents: Iterable[Document], with_id_only: bool = False) -> 
             yield doc, mention
 
 
-def check_corpora_and_output(corpora: Iterable[Path], output: Path, overwrite: bool) -> None:
+def check_corpora_and_output(corpora: Iterable[Path], output: Path, overwrite: bool,
+                             other_inputs: Iterable[Optional[Path]] = ()) -> None:
     """Before a command reads training files into a new file: every corpus is there, and ``output``
-    is new unless ``overwrite`` (nothing a user has is replaced unasked)."""
-    if output.exists() and not overwrite:
-        raise InputError("exists: choose a new file, or --overwrite (nothing is overwritten unasked)", output,
-                         field="--output")
+    is none of the files read (the corpora and ``other_inputs``, a KB say) and is new unless ``overwrite``
+    (nothing a user has is replaced unasked: :func:`~spacy_sapbert.util.atomic.check_new_file`)."""
+    from spacy_sapbert.util.atomic import check_new_file
+
+    corpora = list(corpora)
+    check_new_file(output, overwrite, corpora + [p for p in other_inputs if p is not None])
     for corpus in corpora:
         if not Path(corpus).is_file():
             raise InputError("corpus file not found", corpus)

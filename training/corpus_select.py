@@ -86,8 +86,6 @@ def corpus_select(
 
     with exit_on_input_error():
         check_corpora_and_output(list(corpora) + list(drop_pmids_of), output, overwrite)
-        if any(output.resolve() == Path(p).resolve() for p in list(corpora) + list(drop_pmids_of)):
-            raise InputError("is one of the files read: write the selection to a new file", output, field="--output")
         documents, report = select_mentions(corpora, parse_type_map(type_), drop_pmids_of)
         output.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(output, pubtator_text(documents))

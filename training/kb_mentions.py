@@ -100,14 +100,19 @@ def kb_add_mentions(
     corpora: List[Path] = typer.Argument(..., help="PubTator training files whose mentions become names."),
     output: Path = typer.Option(..., "--output", "-o", help="KB file to write (a new file: nothing is overwritten)."),
     report: Path = typer.Option(None, "--report", help="Also write the counts here (JSON)."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output when it exists."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output and --report when they exist "
+                                   "(never a file read)."),
     keep_kb_senses: bool = typer.Option(True, "--keep-kb-senses/--all-senses", help="Leave out a training name "
                                         "the KB gives to other concepts only, and the minority senses of a new name "
                                         "(--all-senses: every one, as the papers' test dictionary has them)."),
 ) -> None:
     """Write KB + the training mentions as names of their gold concepts (the papers' "test dictionary")."""
     with exit_on_input_error():
-        check_corpora_and_output(corpora, output, overwrite)
+        check_corpora_and_output(corpora, output, overwrite, [kb_file])
+        if report is not None:
+            from spacy_sapbert.util.atomic import check_new_file
+
+            check_new_file(report, overwrite, [*corpora, kb_file, output], option="--report")
         extended, counts = add_training_mentions(KnowledgeBase.from_jsonl(kb_file), corpora, keep_kb_senses)
         extended.to_jsonl(output)
         counts["output"] = str(output)
@@ -158,7 +163,7 @@ def annotated_names(
 ) -> None:
     """Write what each training mention's wording was linked to: the linker's ``annotated_names`` table."""
     with exit_on_input_error():
-        check_corpora_and_output(corpora, output, overwrite)
+        check_corpora_and_output(corpora, output, overwrite, [kb_file])
         table = annotated_names_from_corpora(corpora, KnowledgeBase.from_jsonl(kb_file) if kb_file else None)
         table.to_disk(output)
         mentions = sum(sum(ids.values()) for ids in table.names.values())

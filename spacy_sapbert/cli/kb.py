@@ -16,14 +16,18 @@ def kb_build(
     assets: Path = typer.Option(Path("assets"), "--assets", help="Folder laid out like the data mirror (vocab/...)."),
     output: Path = typer.Option(..., "--output", "-o", help="KB file to write (.jsonl or .jsonl.gz)."),
     report: Optional[Path] = typer.Option(None, "--report", help="Also write the build's statistics as JSON here."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output and --report when they exist."),
 ) -> None:
     """Build a knowledge base from the upstream vocabulary files and print what went in."""
     from spacy_sapbert.kb.sources.build import KB_BUILDERS, build_kb
-    from spacy_sapbert.util.atomic import atomic_write_text
+    from spacy_sapbert.util.atomic import atomic_write_text, check_new_file
 
     if name not in KB_BUILDERS:
         raise typer.BadParameter(f"choose one of {', '.join(sorted(KB_BUILDERS))}", param_hint="NAME")
     with exit_on_input_error():
+        check_new_file(output, overwrite)
+        if report is not None:
+            check_new_file(report, overwrite, [output], option="--report")
         kb, build_report = build_kb(name, assets)
     kb.to_jsonl(output)
     for line in build_report.lines():
@@ -63,21 +67,18 @@ def kb_add_names(
     min_chars: int = typer.Option(5, "--min-chars", min=1, help="Leave out names shorter than this once normalised "
                                   "(abbreviations)."),
     report: Optional[Path] = typer.Option(None, "--report", help="Also write the counts here (JSON)."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output when it exists (never KB or OTHER)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output and --report when they exist "
+                                   "(never KB or OTHER)."),
 ) -> None:
     """Write KB with OTHER's names added to the KB concepts OTHER's concepts share an ID with."""
-    from spacy_sapbert.errors import InputError
     from spacy_sapbert.kb.knowledge_base import KnowledgeBase
     from spacy_sapbert.kb.names_by_id import add_names_by_id
-    from spacy_sapbert.util.atomic import atomic_write_text
+    from spacy_sapbert.util.atomic import atomic_write_text, check_new_file
 
     with exit_on_input_error():
-        for given in (base_path, other_path):
-            if output.resolve() == given.resolve():
-                raise InputError("is an input of this command: write the KB to a new file", output, field="--output")
-        if output.exists() and not overwrite:
-            raise InputError("exists: choose a new file, or --overwrite (nothing is overwritten unasked)", output,
-                             field="--output")
+        check_new_file(output, overwrite, [base_path, other_path])
+        if report is not None:
+            check_new_file(report, overwrite, [base_path, other_path, output], option="--report")
         extended, counts = add_names_by_id(KnowledgeBase.from_jsonl(base_path), KnowledgeBase.from_jsonl(other_path),
                                            types, min_chars)
     extended.to_jsonl(output)

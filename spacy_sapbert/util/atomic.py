@@ -17,7 +17,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import IO, Any, Callable, Iterator, Optional, Union
+from typing import IO, Any, Callable, Iterable, Iterator, Optional, Union
 
 from spacy_sapbert.errors import InputError
 
@@ -195,6 +195,23 @@ def check_replaceable(folder: PathLike, ours: Callable[[Path], bool], what: str,
                      folder)
 
 
+def check_new_file(output: PathLike, overwrite: bool, inputs: Iterable[PathLike] = (), option: str = "--output"
+                   ) -> None:
+    """Before a command writes the file ``output``: it is none of the command's ``inputs`` (not even with
+    ``overwrite``: the command reads them while it builds what it writes), and it is new unless ``overwrite``.
+    Nothing a user has is replaced unasked."""
+    output = Path(output)
+    target = output.resolve()
+    for given in inputs:
+        if Path(given).resolve() == target:
+            raise InputError("is one of the files read: write to a new file", output, field=option)
+    if output.is_dir():
+        raise InputError("is a folder: name a file", output, field=option)
+    if output.exists() and not overwrite:
+        raise InputError("exists: choose a new file, or --overwrite (nothing is overwritten unasked)", output,
+                         field=option)
+
+
 def remove_stale_temps(folder: PathLike, name: str) -> int:
     """Remove temporary siblings of ``folder/name`` left by killed writers; return how many."""
     removed = 0
@@ -208,5 +225,5 @@ def remove_stale_temps(folder: PathLike, name: str) -> int:
     return removed
 
 
-__all__ = ["atomic_dir", "atomic_open", "atomic_write_bytes", "atomic_write_text", "check_replaceable",
+__all__ = ["atomic_dir", "atomic_open", "atomic_write_bytes", "atomic_write_text", "check_new_file", "check_replaceable",
            "describe_folder", "recover_dir", "remove_stale_temps", "temp_sibling"]

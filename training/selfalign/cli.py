@@ -33,13 +33,16 @@ def pairs_from_kb(
     output: Path = typer.Option(..., "--output", "-o", help="Pairs TSV to write."),
     seed: int = typer.Option(42, help="Seed of the per-concept sampling and the shuffle."),
     max_pairs: int = typer.Option(50, help="Pairs per concept at most (SapBERT: 50)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output when it exists (never a file read)."),
 ) -> None:
     """Pretraining pairs: every pair of a concept's names, at most --max-pairs per concept, shuffled."""
     from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+    from spacy_sapbert.util.atomic import check_new_file
 
     from .pairs import kb_header, kb_pairs, write_pairs
 
     with exit_on_input_error():
+        check_new_file(output, overwrite, [kb_path])
         kb = KnowledgeBase.from_jsonl(kb_path)
         pairs = kb_pairs(kb, seed=seed, max_pairs_per_concept=max_pairs)
         write_pairs(pairs, output, kb_header(kb, f"kb:{kb_path}", seed, max_pairs_per_concept=max_pairs))
@@ -53,6 +56,8 @@ def pairs_from_corpus(
     types: Optional[List[str]] = typer.Option(None, "--type", help="Only mentions of this type (repeatable)."),
     seed: int = typer.Option(42, help="Seed of the sampling and the shuffle."),
     max_pairs: int = typer.Option(50, help="Names per mention at most."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output (and OUTPUT.stats.json) when it "
+                                   "exists (never a file read)."),
 ) -> None:
     """Fine-tuning pairs: each training mention with the names of its gold concept.
 
@@ -60,10 +65,15 @@ def pairs_from_corpus(
     skipped and counted; the counts go to the log and to OUTPUT.stats.json."""
     from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 
+    from spacy_sapbert.util.atomic import atomic_write_text, check_new_file
+
     from ..corpora import read_pubtator
     from .pairs import kb_header, mention_pairs, write_pairs
 
+    stats_path = output.with_name(output.name + ".stats.json")
     with exit_on_input_error():
+        check_new_file(output, overwrite, [*corpus, kb_path])
+        check_new_file(stats_path, overwrite, [*corpus, kb_path], option="--output (its .stats.json)")
         kb = KnowledgeBase.from_jsonl(kb_path)
         docs = (doc for path in corpus for doc in read_pubtator(path))
         pairs, stats = mention_pairs(docs, kb, seed=seed, max_pairs_per_mention=max_pairs, types=types)
@@ -71,8 +81,7 @@ def pairs_from_corpus(
             raise InputError("no mention of the corpus resolves to a KB concept: no pairs", corpus[0])
         header = kb_header(kb, "corpus:" + ",".join(str(p) for p in corpus), seed, types=",".join(types or []))
         write_pairs(pairs, output, header)
-        stats_path = output.with_name(output.name + ".stats.json")
-        stats_path.write_text(json.dumps(stats.as_dict(), indent=1), encoding="utf-8")
+        atomic_write_text(stats_path, json.dumps(stats.as_dict(), indent=1))
         logger.info("mention statistics: %s", json.dumps(stats.as_dict()))
 
 
@@ -82,8 +91,11 @@ def pairs_mix(
                                                  "of N pairs from it."),
     output: Path = typer.Option(..., "--output", "-o", help="Pairs TSV to write."),
     seed: int = typer.Option(42, help="Seed of the sampling and the shuffle."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output when it exists (never a file read)."),
 ) -> None:
     """Several pairs files (written against one KB) shuffled into one, e.g. mention pairs + KB pairs."""
+    from spacy_sapbert.util.atomic import check_new_file
+
     from .pairs import mix_pairs, write_pairs
 
     paths: List[Path] = []
@@ -97,6 +109,7 @@ def pairs_mix(
             paths.append(Path(item))
             limits.append(0)
     with exit_on_input_error():
+        check_new_file(output, overwrite, paths)
         pairs, header = mix_pairs(paths, limits, seed=seed)
         write_pairs(pairs, output, header)
 

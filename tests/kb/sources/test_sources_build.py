@@ -117,6 +117,15 @@ def test_kb_cli_build_and_stats(medic_assets: Path, tmp_path: Path) -> None:
     assert result.exit_code == 2 and "bad.jsonl:1" in result.output
     result = runner.invoke(app, ["kb", "build", "umls", "--output", str(tmp_path / "x.jsonl")])
     assert result.exit_code != 0
+    built = out.read_bytes()  # an existing KB or report is replaced only when asked
+    again = runner.invoke(app, ["kb", "build", "medic", "--assets", str(medic_assets), "--output", str(out)])
+    assert again.exit_code == 2 and "exists" in again.output and out.read_bytes() == built
+    again = runner.invoke(app, ["kb", "build", "medic", "--assets", str(medic_assets), "--output", str(tmp_path / "m2.jsonl"),
+                                "--report", str(tmp_path / "medic.json")])
+    assert again.exit_code == 2 and "--report" in again.output and not (tmp_path / "m2.jsonl").exists()
+    again = runner.invoke(app, ["kb", "build", "medic", "--assets", str(medic_assets), "--output", str(out),
+                                "--report", str(tmp_path / "medic.json"), "--overwrite"])
+    assert again.exit_code == 0 and KnowledgeBase.from_jsonl(out).stats() == stats
 
 
 def _vocab_copy(mirror: Path, dest: Path, names) -> Path:

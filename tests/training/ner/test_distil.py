@@ -114,6 +114,11 @@ def test_distil_learns_the_teachers_chemicals_and_exports_a_pipeline(corpus, tin
     result = CliRunner().invoke(app, ["ner-student-export", str(out / distil.MODEL_DIR), "--kb", str(corpus["kb"]),
                                       "--output", str(pipeline), "--encoder", str(tiny_bert)])
     assert result.exit_code == 0, result.output
+    for into in (out / distil.MODEL_DIR, out):  # the model it reads is never the output, nor inside it
+        refused = CliRunner().invoke(app, ["ner-student-export", str(out / distil.MODEL_DIR), "--kb", str(corpus["kb"]),
+                                           "--output", str(into), "--encoder", str(tiny_bert), "--overwrite"])
+        assert refused.exit_code == 2 and "holds MODEL" in refused.output
+    assert (out / distil.MODEL_DIR).is_dir()
     doc = spacy.load(pipeline)("Acid 7 caused kidney failure .")
     assert [(e.text, e.label_) for e in doc.ents] == [("Acid", "CHEMICAL"), ("kidney failure", "DISEASE")]
     # the student records its teacher where it was trained; a package built elsewhere still names it

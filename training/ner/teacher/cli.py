@@ -97,6 +97,8 @@ def ner_student_export(
     soft_labels: Optional[Path] = typer.Option(
         None, help="The teacher's soft labels on this machine, for a student trained where they lay elsewhere: "
                    "their teacher, seeds and text go into the pipeline's training record (tags checked)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output even when it holds something other "
+                                   "than an NER pipeline (an earlier one is replaced without it; never MODEL)."),
 ) -> None:
     """Turn a GPU-distilled student (training/ner/teacher/distil.py) into the pipeline folder ner-train writes."""
     import spacy
@@ -108,7 +110,16 @@ def ner_student_export(
     from ..tagger.data import build_gazetteer
     from ..tagger.trainer import TOKENIZER_CONFIG, base_encoder_folder, write_pipeline
 
+    from spacy_sapbert.util.atomic import check_replaceable
+
     with exit_on_input_error():
+        resolved = output.resolve()
+        if resolved == model.resolve() or resolved in model.resolve().parents:
+            raise InputError("holds MODEL, which this command reads: write the pipeline to another folder", output,
+                             field="--output")
+        check_replaceable(output, lambda p: (p / "sapbert_ner" / tagger_model.SETTINGS_FILE).is_file(),
+                          "an NER pipeline (no sapbert_ner/tagger.json)", "Choose a new or empty --output, or --overwrite.",
+                          overwrite=overwrite)
         table = tagger_model.read_word_embeddings(base_encoder_folder(encoder))
         net, _, settings = tagger_model.load(model, word_embeddings=table)
         label_to_types = {k: list(v) for k, v in DEFAULT_LABEL_TO_TYPES.items()}

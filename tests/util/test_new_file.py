@@ -1,0 +1,49 @@
+"""`check_new_file` and the commands that write one file: nothing a user has is replaced unasked, and an input
+is never the output."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from spacy_sapbert.errors import InputError
+from spacy_sapbert.kb.knowledge_base import Concept, KnowledgeBase
+from spacy_sapbert.util.atomic import check_new_file
+
+
+def test_check_new_file(tmp_path: Path) -> None:
+    out, given = tmp_path / "out.tsv", tmp_path / "in.tsv"
+    given.write_text("x\n")
+    check_new_file(out, overwrite=False, inputs=[given])  # new: fine
+    out.write_text("mine\n")
+    with pytest.raises(InputError, match="exists") as error:
+        check_new_file(out, overwrite=False)
+    assert error.value.field == "--output"
+    check_new_file(out, overwrite=True)
+    with pytest.raises(InputError, match="files read"):  # not even with overwrite
+        check_new_file(tmp_path / "." / "in.tsv", overwrite=True, inputs=[given], option="--report")
+    with pytest.raises(InputError, match="folder"):
+        check_new_file(tmp_path, overwrite=True)
+
+
+def test_pairs_commands_refuse_an_existing_output_and_their_inputs(tmp_path: Path) -> None:
+    from spacy_sapbert.cli.app import app
+    from spacy_sapbert.training.cli import register
+
+    register(app)  # the training commands come through the sapbert.cli entry points
+    kb = tmp_path / "kb.jsonl"
+    KnowledgeBase([Concept("D1", "Heart attack", ["Myocardial infarction", "MI"], ["Disease"]),
+                   Concept("D2", "Headache", ["Cephalalgia"], ["Disease"])]).to_jsonl(kb)
+    kept = kb.read_bytes()
+    runner = CliRunner()
+    into_input = runner.invoke(app, ["pairs", "kb", str(kb), "-o", str(kb), "--overwrite"])
+    assert into_input.exit_code == 2 and "files read" in into_input.output and kb.read_bytes() == kept
+    out = tmp_path / "pairs.tsv"
+    assert runner.invoke(app, ["pairs", "kb", str(kb), "-o", str(out)]).exit_code == 0
+    written = out.read_bytes()
+    again = runner.invoke(app, ["pairs", "kb", str(kb), "-o", str(out), "--seed", "7"])
+    assert again.exit_code == 2 and "exists" in again.output and out.read_bytes() == written
+    mixed = runner.invoke(app, ["pairs", "mix", f"{out}:1", "-o", str(out), "--overwrite"])
+    assert mixed.exit_code == 2 and "files read" in mixed.output and out.read_bytes() == written
+    assert runner.invoke(app, ["pairs", "mix", str(out), "-o", str(tmp_path / "mix.tsv")]).exit_code == 0
