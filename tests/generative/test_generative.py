@@ -180,6 +180,12 @@ def test_resumed_training_equals_an_uninterrupted_run(tiny_bert, tmp_path):
     with pytest.raises(InputError, match="generative model"):
         train(config, [samples], tmp_path / "mine", run_dir=tmp_path / "run-mine")
     assert not (tmp_path / "run-mine").exists() and (tmp_path / "mine" / "notes.txt").read_text() == "keep"
+    # nor is the model a run starts from its output, though it is an earlier generative model
+    from dataclasses import replace
+
+    with pytest.raises(InputError, match="starts from"):
+        train(replace(config, init_from=str(whole.output)), [samples], whole.output, run_dir=tmp_path / "run-again")
+    assert not (tmp_path / "run-again").exists()
 
 
 def test_synonyms_aware_targets_are_the_nearest_name_of_the_gold_concept():

@@ -57,6 +57,10 @@ class GenerativeTrainer(CheckpointedRun):
         if self.output is not None:  # refused now, not after the training
             from spacy_sapbert.util.atomic import check_replaceable
 
+            for start in (config.init_from, config.base_model):  # the model the run reads is never its output
+                if start and Path(start).exists() and Path(start).resolve() == self.output.resolve():
+                    raise InputError("is the model this run starts from: write the trained one to another folder",
+                                     self.output, field="--output")
             check_replaceable(self.output, lambda p: (p / SETTINGS_FILE).is_file(),
                               f"a generative model (no {SETTINGS_FILE})", "Choose a new or empty --output.")
         self.run_dir = Path(run_dir)

@@ -12,6 +12,7 @@ import logging
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Union
 
+from spacy_sapbert.errors import InputError
 from spacy_sapbert.util.atomic import atomic_dir, check_replaceable, remove_stale_temps
 from spacy_sapbert.encoding.modelfiles import SETTINGS_FILE
 from spacy_sapbert.encoding.st_files import write_sentence_transformers_files
@@ -30,12 +31,17 @@ def is_model_output(folder: Path) -> bool:
     return isinstance(settings, dict) and isinstance(settings.get("training"), dict)
 
 
-def check_output(folder: PathLike, trained_checkpoint: Optional[Path] = None) -> None:
+def check_output(folder: PathLike, trained_checkpoint: Optional[Path] = None, starts_from: Optional[str] = None
+                 ) -> None:
     """Refuse to replace a folder this trainer did not write: a missing or empty folder, or an earlier
-    model (``sapbert.json`` with its training record), is replaced whole; anything else is kept.
+    model (``sapbert.json`` with its training record), is replaced whole; anything else is kept. Never the
+    model the run ``starts_from`` (its ``--base-model``, when that is a folder here), which it reads.
 
     ``trained_checkpoint``: None before training (nothing is lost yet); after training, where the
     trained model is, so that the error says how to export it anyway."""
+    if starts_from is not None and Path(starts_from).exists() and Path(starts_from).resolve() == Path(folder).resolve():
+        raise InputError("is the model this run starts from (--base-model): write the trained one to another folder",
+                         folder, field="--output")
     if trained_checkpoint is None:
         remedy = "Choose a new or empty --output"
     else:  # the folder changed while training ran

@@ -394,6 +394,11 @@ def test_model_output_that_is_not_an_earlier_model_is_refused_and_kept(tiny_bert
     assert not ckpt_folders(tmp_path / "run")  # refused before training, not after
     done = train(_config(tiny_bert, max_steps=2), pairs_file, tmp_path / "other", tmp_path / "run")
     assert done.steps == 2 and (done.output / "model.safetensors").is_file()
+    weights = (done.output / "model.safetensors").read_bytes()  # the model a run starts from is never its output
+    with pytest.raises(InputError, match="starts from"):
+        train(_config(tiny_bert, base_model=str(tmp_path / "other"), max_steps=2), pairs_file, tmp_path / "other",
+              tmp_path / "run-from-other")
+    assert (done.output / "model.safetensors").read_bytes() == weights
     # an earlier model of the trainer is replaced whole, with no temporary folder left beside it
     (tmp_path / "other" / "pytorch_model.bin").write_text("stale weights of an older run")
     train(_config(tiny_bert, max_steps=2), pairs_file, tmp_path / "other", tmp_path / "run", resume=True)
