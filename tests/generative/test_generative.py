@@ -223,3 +223,44 @@ def test_inputs_fit_the_model_positions_and_one_context_rule(tiny_bert):
     assert DEFAULTS["context_chars"] == CONTEXT_CHARS
     log_probs = model.token_log_probs([Mention(words, "heart " * 40, words)], ["renal " * 40])
     assert log_probs[0].numel() <= model.max_name + 1  # teacher forcing fits the decoder's positions too
+
+
+def test_commands_write_new_files_unless_overwrite_and_never_a_file_read(tmp_path):
+    from typer.testing import CliRunner
+
+    from spacy_sapbert.cli import app
+    from spacy_sapbert.kb.concept import Concept
+    from spacy_sapbert.kb.files import write_jsonl
+    from spacy_sapbert.training.cli import register
+
+    register(app)
+    kb = write_jsonl([Concept(cid, synonyms[0], synonyms[1:]) for cid, synonyms in TOY_KB.items()],
+                     tmp_path / "kb.jsonl")
+    output = tmp_path / "kb-samples.jsonl"
+    output.write_text("mine\n", encoding="utf-8")
+    data_kb = ["generative", "data-kb", str(kb), "-o", str(output)]
+    refused = CliRunner().invoke(app, data_kb)
+    assert refused.exit_code == 2 and "exists" in refused.output, refused.output
+    assert output.read_text(encoding="utf-8") == "mine\n"
+    done = CliRunner().invoke(app, data_kb + ["--overwrite"])
+    assert done.exit_code == 0, done.output
+    assert output.read_text(encoding="utf-8").count("\n") == 4  # the four concepts with two names
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "settings.json").write_text("{}", encoding="utf-8")
+    dictionary = tmp_path / "dictionary.txt"
+    dictionary.write_text("D1||heart attack\n", encoding="utf-8")
+    data = tmp_path / "data.json"
+    data.write_text("{}", encoding="utf-8")
+    for command in (["data-kb", str(kb), "-o", str(kb)],
+                    ["data-mentions", str(data), "--dictionary", str(dictionary), "-o", str(dictionary)],
+                    ["data-mentions", str(data), "--dictionary", str(dictionary), "-o", str(output)],
+                    ["evaluate", str(model), str(data), "--dictionary", str(dictionary), "-o",
+                     str(model / "settings.json")],
+                    ["evaluate", str(model), str(data), "--dictionary", str(dictionary), "-o", str(output)]):
+        before = {p: p.read_bytes() for p in (kb, dictionary, data, output, model / "settings.json")}
+        overwrite = [] if command[-1] == str(output) else ["--overwrite"]
+        result = CliRunner().invoke(app, ["generative", *command, *overwrite])
+        message = "exists" if command[-1] == str(output) else "one of the files read"
+        assert result.exit_code == 2 and message in result.output, (command, result.output)
+        assert {p: p.read_bytes() for p in before} == before

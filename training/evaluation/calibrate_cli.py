@@ -23,10 +23,12 @@ def calibrate_command(
     report: Path = typer.Option(..., "--report", help="JSON report to write (threshold, coverage, reliability curve)."),
     output: Optional[Path] = typer.Option(None, "--output", help="Write the pipeline with the calibration and the "
                                                                  "threshold here (a new or empty folder)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --report when it exists (never a file read)."),
 ) -> None:
     """Fit P(right link) from (cosine, margin) on the corpus's gold spans, choose the lowest threshold whose
     links reach --min-precision, and report what it costs in coverage."""
     from spacy_sapbert.pipes.loading import load_pipeline
+    from spacy_sapbert.util.atomic import atomic_write_text, check_new_file
 
     from .abstention import apply_calibration, fit_and_report, link_gold_spans
 
@@ -36,6 +38,7 @@ def calibrate_command(
         if output is not None and output.exists() and any(output.iterdir()):
             raise InputError("exists and is not empty: choose a new folder (nothing is overwritten)", output,
                              field="--output")
+        check_new_file(report, overwrite, [corpus], option="--report")
         nlp = load_pipeline(pipeline, None)
         linker = nlp.get_pipe("sapbert_linker")
         # a calibrated pipeline's own threshold gets its row in the curve: what it keeps as it is
@@ -47,8 +50,7 @@ def calibrate_command(
         calibration, result = fit_and_report(spans, min_precision, f"{corpus.name}: {len(spans)} gold spans",
                                              also_at=configured, label_thresholds=own)
         result["pipeline"] = pipeline
-        report.parent.mkdir(parents=True, exist_ok=True)
-        report.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+        atomic_write_text(report, json.dumps(result, indent=1) + "\n")
         logger.info("threshold %.4f: precision %.2f%%, coverage %.2f%% of %d spans (cross-validated: %.2f%% / "
                     "%.2f%%); report in %s", result["threshold"], 100 * result["precision"], 100 * result["coverage"],
                     result["spans"], 100 * result["cross_validated"]["precision"],

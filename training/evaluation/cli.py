@@ -114,14 +114,18 @@ def biosyn_command(
         None, "--tune-on", help="A dev processed_<split> folder: choose the scheme and weight of best Acc@1 there "
         "(default weights 0..2) and report only that choice here."),
     tune_dictionary: Optional[Path] = typer.Option(None, "--tune-dictionary", help="The dictionary of --tune-on."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output when it exists (never a file read)."),
 ) -> None:
     """Acc@k on BioSyn-format data, scored exactly as SapBERT's evaluation/utils.py scores it."""
     from spacy_sapbert.formats.biosyn import read_dictionary, read_queries
     from spacy_sapbert.encoding.encoder import Encoder
+    from spacy_sapbert.util.atomic import atomic_write_text, check_new_file
 
     from .biosyn import best_hybrid, score
 
     with exit_on_input_error():
+        if output is not None:
+            check_new_file(output, overwrite, [p for p in (queries, dictionary, tune_on, tune_dictionary) if p])
         weights, schemes = _hybrid_options(sparse_weight, sparse_scheme, tune_on, tune_dictionary)
         parsed = read_queries(queries)
         names, cuis = read_dictionary(dictionary)
@@ -143,8 +147,6 @@ def biosyn_command(
     record = json.dumps({"queries": str(queries), "n_queries": len(parsed), "dictionary": str(dictionary),
                          "names": len(names), "model": model, "precision": precision, **results, **tuning})
     if output is not None:
-        from spacy_sapbert.util.atomic import atomic_write_text
-
         atomic_write_text(output, record + "\n")
     typer.echo(record)
 

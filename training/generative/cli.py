@@ -38,13 +38,17 @@ def _option(name: str, help: Optional[str] = None) -> Any:
 def data_kb(kb: Path = typer.Argument(..., help="Knowledge base (scispaCy JSONL)."),
             output: Path = typer.Option(..., "--output", "-o", help="Samples file to write (JSONL)."),
             per_concept: int = typer.Option(1, help="Samples per concept with at least two names."),
-            seed: int = typer.Option(42)) -> None:
+            seed: int = typer.Option(42),
+            overwrite: bool = typer.Option(False, "--overwrite",
+                                           help="Replace --output when it exists (never a file read).")) -> None:
     """KB-guided pre-training samples: two synonyms and a definition (or other names) in a clause."""
     from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+    from spacy_sapbert.util.atomic import check_new_file
 
     from .samples import kb_guided, write_samples
 
     with exit_on_input_error():
+        check_new_file(output, overwrite, [kb])
         path, count = write_samples(kb_guided(KnowledgeBase.from_jsonl(kb), seed, per_concept), output)
     typer.echo(f"{count} samples -> {path}")
 
@@ -52,13 +56,18 @@ def data_kb(kb: Path = typer.Argument(..., help="Knowledge base (scispaCy JSONL)
 @app.command("data-mentions")
 def data_mentions(data: List[Path] = typer.Argument(..., help="Re-ranker data files (train split)."),
                   dictionary: Path = typer.Option(..., help="BioSyn dictionary (CUI||name) of the split."),
-                  output: Path = typer.Option(..., "--output", "-o", help="Samples file to write (JSONL).")) -> None:
+                  output: Path = typer.Option(..., "--output", "-o", help="Samples file to write (JSONL)."),
+                  overwrite: bool = typer.Option(False, "--overwrite",
+                                                 help="Replace --output when it exists (never a file read).")) -> None:
     """Synonyms-aware fine-tuning samples: each mention → its gold concept's nearest name (char 3-grams)."""
+    from spacy_sapbert.util.atomic import check_new_file
+
     from ..rerank.data import RerankData
     from .evaluate import mention_of, read_dictionary_pairs
     from .samples import synonyms_aware, write_samples
 
     with exit_on_input_error():
+        check_new_file(output, overwrite, [*data, dictionary])
         mentions = []
         for path in data:
             sets = RerankData.read(path)
@@ -116,17 +125,20 @@ def evaluate_command(
     limit: int = typer.Option(0, help="Evaluate the first N items only (0: all)."),
     device: str = typer.Option("cpu"),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report here (JSON)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output when it exists (never a file read)."),
 ) -> None:
     """Acc@1/@5 of generative alone, dense alone and dense + generative re-scoring."""
     import torch
 
-    from spacy_sapbert.util.atomic import atomic_write_text
+    from spacy_sapbert.util.atomic import atomic_write_text, check_new_file
     from spacy_sapbert.generative.seq2seq import GenerativeModel
 
     from ..rerank.data import RerankData
     from .evaluate import evaluate, read_dictionary_pairs
 
     with exit_on_input_error():
+        if output is not None:  # nor a file of the model folder
+            check_new_file(output, overwrite, [data, dictionary, model, *(model.iterdir() if model.is_dir() else ())])
         generative = GenerativeModel.load(model, device=device)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=device == "cpu"):
             report = evaluate(generative, RerankData.read(data), read_dictionary_pairs(dictionary), k=k, beams=beams,

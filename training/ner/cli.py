@@ -119,6 +119,7 @@ def ner_evaluate(
         None, help="Also score the lay-language / gene-name sentences (benchmarks/ner_lay_language.jsonl)."),
     style: Optional[str] = typer.Option(
         None, help="Annotation style of a sapbert_ner model (bc5cdr, the default, or ncbi)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output when it exists (never a file read)."),
 ) -> None:
     """Print precision/recall/F1 per label on BC5CDR dev, NCBI test and NCBI dev (exact character spans)."""
     from .corpus import CorpusPaths
@@ -127,7 +128,8 @@ def ner_evaluate(
 
     with exit_on_input_error():
         paths = CorpusPaths.from_folder(corpora)
-        reports = evaluate_ner(model, paths.bc5cdr_dev, paths.ncbi_test, output, check_set, style, paths.ncbi_dev)
+        reports = evaluate_ner(model, paths.bc5cdr_dev, paths.ncbi_test, output, check_set, style, paths.ncbi_dev,
+                               overwrite)
     for report in reports:
         typer.echo(format_report(report))
         for key in ("missed", "false_positives", "gene_false_positives"):
@@ -148,6 +150,7 @@ def ner_e2e(
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the scores as JSON here."),
     sweep: List[float] = typer.Option([], "--sweep", help="Also score document-level concepts at this threshold "
                                                           "(repeat; the same run, no second pass)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output when it exists (never a file read)."),
 ) -> None:
     """NER + linking on raw documents: per type, NER, linked-mention and document-level concept P/R/F1
     (at the linker's threshold, and at each --sweep threshold), and Acc@1 on gold spans."""
@@ -158,7 +161,7 @@ def ner_e2e(
         paths = CorpusPaths.from_folder(corpora)
         results = run_e2e(ner_model, paths.bc5cdr_dev, paths.ncbi_test, bc5cdr_linker=bc5cdr_linker,
                           ncbi_linker=ncbi_linker, model=model, abbreviations=abbreviations, output=output,
-                          thresholds=sweep)
+                          thresholds=sweep, overwrite=overwrite)
     for result in results:
         typer.echo(result.summary())
 

@@ -30,7 +30,7 @@ from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.kb.matching import concept_key
 from ..corpora import Document
 from .e2e_table import collect_runs, gold_sets, own_thresholds, score, stated, sweep, table_rows, thresholds_at
-from .scores import PRF
+from .scores import PRF, check_report_path
 
 logger = logging.getLogger(__name__)
 
@@ -232,15 +232,20 @@ def _has_linker(pipeline: PathLike) -> bool:
 def run_e2e(ner_model: PathLike, bc5cdr_dev: Optional[PathLike], ncbi_test: Optional[PathLike],
             bc5cdr_linker: Optional[PathLike] = None, ncbi_linker: Optional[PathLike] = None,
             model: Optional[str] = None, abbreviations: bool = True,
-            output: Optional[PathLike] = None, thresholds: Sequence[float] = ()) -> List[E2EResult]:
+            output: Optional[PathLike] = None, thresholds: Sequence[float] = (), overwrite: bool = False
+            ) -> List[E2EResult]:
     """BC5CDR dev (CHEMICAL + DISEASE; a MeSH KB) and NCBI test (DISEASE; MEDIC), each with its
     own linker: a KB file or a saved pipeline with a ``sapbert_linker`` (see ner_linker_pipeline),
-    or, where none is given, the linker of ``ner_model`` when it holds one (the embedded default)."""
+    or, where none is given, the linker of ``ner_model`` when it holds one (the embedded default).
+    An existing ``output`` is replaced only with ``overwrite``, and never when it is a file read."""
     import json
+
+    from spacy_sapbert.util.atomic import atomic_write_text
 
     from ..corpora import read_pubtator
     from .data import BC5CDR_LABELS, DISEASE, NCBI_LABELS
 
+    check_report_path(output, overwrite, [bc5cdr_dev, ncbi_test], [ner_model, bc5cdr_linker, ncbi_linker])
     jobs = [("BC5CDR dev", bc5cdr_dev, bc5cdr_linker, BC5CDR_LABELS, None),
             ("NCBI test", ncbi_test, ncbi_linker, NCBI_LABELS, [DISEASE])]
     results = []
@@ -257,11 +262,9 @@ def run_e2e(ner_model: PathLike, bc5cdr_dev: Optional[PathLike], ncbi_test: Opti
         if tagging is not None:  # what the NER computed in here (`precision: auto` depends on the machine)
             ner_precision = tagging.dtype
     if output is not None:
-        path = Path(output)
-        path.parent.mkdir(parents=True, exist_ok=True)
         settings = {"ner_model": str(ner_model), "model": model, "abbreviations": abbreviations,
                     "bc5cdr_linker": str(bc5cdr_linker) if bc5cdr_linker else None,
                     "ncbi_linker": str(ncbi_linker) if ncbi_linker else None, "ner_precision": ner_precision}
-        path.write_text(json.dumps({"settings": settings, "results": [r.to_dict() for r in results]}, indent=2) + "\n",
-                        encoding="utf-8")
+        atomic_write_text(output, json.dumps({"settings": settings, "results": [r.to_dict() for r in results]},
+                                             indent=2) + "\n")
     return results

@@ -12,7 +12,7 @@ from typing import List, Optional, Union
 from ..corpora import read_pubtator
 from .data import BC5CDR_LABELS, DISEASE, NCBI_LABELS
 from .lay import evaluate_check_set
-from .scores import evaluate_corpus, write_report
+from .scores import check_report_path, evaluate_corpus, write_report
 
 PathLike = Union[str, Path]
 logger = logging.getLogger(__name__)
@@ -20,15 +20,19 @@ logger = logging.getLogger(__name__)
 
 def evaluate_ner(model: PathLike, bc5cdr_dev: Optional[PathLike] = None, ncbi_test: Optional[PathLike] = None,
                  output: Optional[PathLike] = None, check_set: Optional[PathLike] = None,
-                 style: Optional[str] = None, ncbi_dev: Optional[PathLike] = None) -> List[dict]:
+                 style: Optional[str] = None, ncbi_dev: Optional[PathLike] = None, overwrite: bool = False
+                 ) -> List[dict]:
     """Score a NER pipeline on BC5CDR dev (CHEMICAL, DISEASE), NCBI test and dev (DISEASE only) and, given
     ``check_set``, the lay-language and gene-name sentences of :mod:`.lay`. ``style`` is the
     annotation style a ``sapbert_ner`` pipe tags in (see :mod:`spacy_sapbert.ner.features`).
 
     Returns the reports (and writes them as JSON to ``output`` when given); ``format_report``
-    turns one into the table ``ner-evaluate`` prints.
+    turns one into the table ``ner-evaluate`` prints. An existing ``output`` is replaced only with
+    ``overwrite``, and never when it is a file read.
     """
     import spacy
+
+    check_report_path(output, overwrite, [bc5cdr_dev, ncbi_test, ncbi_dev, check_set], [model])
 
     nlp = spacy.load(model, config={"components": {"sapbert_ner": {"style": style}}} if style else {})
     reports = []

@@ -133,9 +133,21 @@ def format_report(report: dict) -> str:
     return "\n".join(lines)
 
 
+def check_report_path(output: Optional[PathLike], overwrite: bool, files: Iterable[Optional[PathLike]],
+                      folders: Iterable[Optional[PathLike]] = ()) -> None:
+    """Before a scoring command runs: its report ``output`` is new (or ``overwrite``) and none of the ``files``
+    it reads, nor a file inside ``folders`` (pipelines, read whole when they load)."""
+    from spacy_sapbert.util.atomic import check_new_file
+
+    if output is None:
+        return
+    whole = [Path(p) for p in folders if p is not None]
+    read = [*(p for p in files if p is not None), *whole, *(f for p in whole if p.is_dir() for f in p.rglob("*"))]
+    check_new_file(output, overwrite, read)
+
+
 def write_report(reports: Sequence[dict], path: PathLike, extra: Optional[dict] = None) -> Path:
-    """Write the reports (and settings) as JSON for the metrics/ folder."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({**(extra or {}), "reports": list(reports)}, indent=2) + "\n", encoding="utf-8")
-    return path
+    """Write the reports (and settings) as JSON for the metrics/ folder (whole or not at all)."""
+    from spacy_sapbert.util.atomic import atomic_write_text
+
+    return atomic_write_text(path, json.dumps({**(extra or {}), "reports": list(reports)}, indent=2) + "\n")

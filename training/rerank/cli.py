@@ -43,13 +43,16 @@ def build_data(
                                          "first k of them)."),
     device: str = typer.Option("auto", help=f"{DEVICE_CHOICES}."),
     batch_size: int = typer.Option(256, help="Names per forward pass of the first stage."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output when it exists (never a file read)."),
 ) -> None:
     """First-stage candidates of every (sub-)mention, with its abstract, written once for train/evaluate."""
     from spacy_sapbert.encoding.encoder import Encoder
+    from spacy_sapbert.util.atomic import check_new_file
 
     from .data import build, write
 
     with exit_on_input_error():
+        check_new_file(output, overwrite, [*folders, dictionary])
         first_stage = Encoder(encoder, device=device, batch_size=batch_size)
         data = build(folders, dictionary, first_stage, store_k=store_k)
         write(data, output)
@@ -117,9 +120,10 @@ def evaluate_command(
     precision: str = typer.Option("auto", help="auto | float32 | bfloat16 | float16."),
     batch_size: int = typer.Option(128, help="Pairs per forward pass."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the report here (JSON)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output when it exists (never a file read)."),
 ) -> None:
     """Acc@1 of the first stage and of the re-ranker (SapBERT's rules on BioSyn queries)."""
-    from spacy_sapbert.util.atomic import atomic_write_text
+    from spacy_sapbert.util.atomic import atomic_write_text, check_new_file
     from spacy_sapbert.linking.rerank.model import Reranker
     from spacy_sapbert.linking.rerank.settings import SETTINGS_FILE
 
@@ -127,6 +131,9 @@ def evaluate_command(
     from .evaluate import evaluate
 
     with exit_on_input_error():
+        if output is not None:  # nor a file of the re-ranker (reranker.json, which --calibrate rewrites)
+            check_new_file(output, overwrite, [*data, reranker, reranker / SETTINGS_FILE,
+                                               *(reranker.iterdir() if reranker.is_dir() else ())])
         model = Reranker.load(reranker, device=device, dtype=precision, batch_size=batch_size)
         report = evaluate(model, [RerankData.read(p) for p in data], k=k, calibrate=calibrate)
         if calibrate:

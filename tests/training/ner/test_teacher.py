@@ -68,6 +68,7 @@ def test_inputs_fit_and_score_round_trip(tmp_path, nlp, tiny_bert, kb):
     assert [r.shape for r in rows] == [(6, len(SCHEME))] * 3
     assert np.allclose(np.concatenate(rows).sum(-1), 1.0, atol=1e-2)
     assert set(score_teacher(out / fit.SOFT_LABELS, tmp_path)["dev"]) == {"p", "r", "f"}
+    _score_command_writes_a_new_file_unless_overwrite_and_never_a_file_read(out / fit.SOFT_LABELS, tmp_path)
     with pytest.raises(InputError, match="part 'text' has 3 documents, the corpus file 6"):
         labels.docs("text", train)
     with pytest.raises(SystemExit, match="never overwritten"):
@@ -163,6 +164,29 @@ def test_the_model_card_names_the_teacher_a_swapped_ner_learned_from(tmp_path, n
     assert "50% of its loss" in _teacher_sentence(teacher) and "text of biored" in _teacher_sentence(teacher)
     settings.write_text(json.dumps({"training": {"teacher": ""}}), encoding="utf-8")
     assert ner_teacher(settings) is None and _teacher_sentence(None) == ""
+
+
+def _score_command_writes_a_new_file_unless_overwrite_and_never_a_file_read(soft_labels, corpus):
+    from typer.testing import CliRunner
+
+    from spacy_sapbert.cli import app
+    from spacy_sapbert.training.cli import register
+
+    register(app)
+    output = corpus / "scores.json"
+    output.write_text("mine\n", encoding="utf-8")
+    command = ["ner-teacher-score", str(soft_labels), str(corpus), "-o"]
+    refused = CliRunner().invoke(app, command + [str(output)])
+    assert refused.exit_code == 2 and "exists" in refused.output, refused.output
+    assert output.read_text(encoding="utf-8") == "mine\n"
+    done = CliRunner().invoke(app, command + [str(output), "--overwrite"])
+    assert done.exit_code == 0, done.output
+    assert set(json.loads(output.read_text(encoding="utf-8"))["dev"]) == {"p", "r", "f"}
+    for read in (soft_labels, corpus / "dev.spacy"):
+        before = read.read_bytes()
+        refused = CliRunner().invoke(app, command + [str(read), "--overwrite"])
+        assert refused.exit_code == 2 and "one of the files read" in refused.output, refused.output
+        assert read.read_bytes() == before
 
 
 def test_cli_writes_inputs_with_the_default_parts_and_scores_the_teacher(tmp_path, nlp, tiny_bert, kb):

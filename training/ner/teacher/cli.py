@@ -76,17 +76,34 @@ def ner_teacher_score(
     soft_labels: Path = typer.Argument(..., help="soft_labels.safetensors from `sapbert ner-teacher-fit`."),
     corpus: Path = typer.Argument(..., help="The `sapbert ner-data` folder the inputs were cut from."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the scores as JSON here."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output when it exists (never a file read)."),
 ) -> None:
     """Strict span F1 of the teacher on the dev parts, decoded as the student decodes."""
+    from spacy_sapbert.util.atomic import atomic_write_text
+
+    from ..scores import check_report_path
     from .soft_labels import score_teacher
 
     with exit_on_input_error():
+        check_report_path(output, overwrite, [soft_labels, corpus, *_dev_files(soft_labels, corpus)])
         scores = score_teacher(soft_labels, corpus)
     text = json.dumps(scores, indent=2)
     if output is not None:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(text + "\n", encoding="utf-8")
+        atomic_write_text(output, text + "\n")
     typer.echo(text)
+
+
+def _dev_files(soft_labels: Path, corpus: Path) -> List[Path]:
+    """The corpus files ``ner-teacher-score`` reads, from the soft labels' metadata alone (none where it is
+    unreadable: the scoring then says what is wrong with the file)."""
+    try:
+        from safetensors import safe_open
+
+        with safe_open(str(soft_labels), framework="np") as handle:
+            parts = json.loads((handle.metadata() or {}).get("parts", "[]"))
+        return [corpus / part["file"] for part in parts if part.get("role") == "dev"]
+    except Exception:  # noqa: BLE001  (safetensors raises its own error types; SoftLabels reports them)
+        return []
 
 
 def ner_student_export(
