@@ -98,7 +98,7 @@ def _keep_kb_senses(kb: KnowledgeBase, names: Sequence[Tuple[str, str, str]]
 def kb_add_mentions(
     kb_file: Path = typer.Argument(..., help="The knowledge base (JSONL or JSONL.gz, scispaCy's format)."),
     corpora: List[Path] = typer.Argument(..., help="PubTator training files whose mentions become names."),
-    output: Path = typer.Option(..., "--output", "-o", help="KB file to write (a new file: nothing is overwritten)."),
+    output: Path = typer.Option(..., "--output", "-o", help="KB file to write (new unless --overwrite)."),
     report: Path = typer.Option(None, "--report", help="Also write the counts here (JSON)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output and --report when they exist "
                                    "(never a file read)."),

@@ -61,9 +61,9 @@ def kb_add_names(
                                      "kbs/mesh-medic-chem-train.jsonl.gz)."),
     other_path: Path = typer.Argument(..., metavar="OTHER", help="The KB whose names it borrows (e.g. "
                                       "kbs/open-biomed.jsonl.gz)."),
-    output: Path = typer.Option(..., "--output", "-o", help="KB file to write (a new file: nothing is overwritten)."),
+    output: Path = typer.Option(..., "--output", "-o", help="KB file to write (new unless --overwrite)."),
     types: Optional[List[str]] = typer.Option(None, "--types", help="Only KB concepts of these types gain names "
-                                              "(repeat: --types Disease --types Phenotype); default: any."),
+                                              "(repeat: --types Disease --types Chemical); default: any."),
     min_chars: int = typer.Option(5, "--min-chars", min=1, help="Leave out names shorter than this once normalised "
                                   "(abbreviations)."),
     report: Optional[Path] = typer.Option(None, "--report", help="Also write the counts here (JSON)."),

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any, Collection, Dict, Optional, Tuple
 
+from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb.concept import Concept
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.kb.normalize import normalize
@@ -30,24 +31,29 @@ def add_names_by_id(base: KnowledgeBase, other: KnowledgeBase, types: Optional[C
     """``base`` with the names of ``other``'s concepts added to the ``base`` concept they share an ID with,
     and counts of what was added and left out.
 
-    A concept of ``other`` lends its names only when its IDs lead to exactly one ``base`` concept (of one
-    of ``types``, when given): one that joins two is a merge ``base`` does not make. A name is left out
+    A concept of ``other`` lends its names only when its IDs lead to exactly one ``base`` concept, and that
+    one has one of ``types`` (when given; each must be a type of ``base``): one whose IDs lead to two ``base``
+    concepts, of any types, is a merge ``base`` does not make, so it lends nothing. A name is left out
     when ``base`` has it already (for any concept: its owner stays), when it normalises to fewer than
     ``min_chars`` characters (abbreviations such as "CHD" or "MD" name other concepts in other texts),
     or when ``other`` would give it to two ``base`` concepts. Names are compared normalised
     (:func:`~spacy_sapbert.kb.normalize.normalize`); the first spelling seen is the one added."""
     wanted = set(types) if types is not None else None
+    if wanted is not None and wanted - base.all_types():
+        raise InputError(f"{', '.join(sorted(wanted - base.all_types()))}: no concept of {base.name or 'the KB'} has "
+                         f"this type; its types are {', '.join(sorted(base.all_types()))}", field="--types")
     counts: Counter = Counter({key: 0 for key in COUNTS})
     proposed: Dict[str, Dict[str, str]] = defaultdict(dict)  # normalised name -> {base concept: spelling}
     known = base.alias_to_concepts
     for concept in other:
         shared = {base.resolve_id(cid) for cid in concept.ids} - {None}
-        targets = shared if wanted is None else {t for t in shared if wanted & set(base.types_of(t) or ())}
-        if len(targets) != 1:
-            counts["concepts_joining_several" if targets else "concepts_of_other_types" if shared
-                   else "concepts_sharing_no_id"] += 1
+        if len(shared) != 1:
+            counts["concepts_joining_several" if shared else "concepts_sharing_no_id"] += 1
             continue
-        (target,) = targets
+        (target,) = shared
+        if wanted is not None and not wanted & set(base.types_of(target) or ()):
+            counts["concepts_of_other_types"] += 1
+            continue
         counts["concepts_lending"] += 1
         for name in concept.names:
             key = normalize(name)

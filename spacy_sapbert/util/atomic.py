@@ -197,13 +197,14 @@ def check_replaceable(folder: PathLike, ours: Callable[[Path], bool], what: str,
 
 def check_new_file(output: PathLike, overwrite: bool, inputs: Iterable[PathLike] = (), option: str = "--output"
                    ) -> None:
-    """Before a command writes the file ``output``: it is none of the command's ``inputs`` (not even with
-    ``overwrite``: the command reads them while it builds what it writes), and it is new unless ``overwrite``.
-    Nothing a user has is replaced unasked."""
+    """Before a command writes the file ``output``: it is none of the command's ``inputs`` and lies in none of
+    those that are folders (not even with ``overwrite``: the command reads them while it builds what it writes),
+    and it is new unless ``overwrite``. Nothing a user has is replaced unasked."""
     output = Path(output)
     target = output.resolve()
     for given in inputs:
-        if Path(given).resolve() == target:
+        source = Path(given).resolve()
+        if source == target or (source.is_dir() and source in target.parents):
             raise InputError("is one of the files read: write to a new file", output, field=option)
     if output.is_dir():
         raise InputError("is a folder: name a file", output, field=option)

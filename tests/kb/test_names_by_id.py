@@ -4,9 +4,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from spacy_sapbert.cli.app import app
+from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb.knowledge_base import Concept, KnowledgeBase
 from spacy_sapbert.kb.names_by_id import add_names_by_id
 from spacy_sapbert.kb.normalize import normalize
@@ -34,6 +36,8 @@ def _other() -> KnowledgeBase:
         Concept("MONDO:4|D006934", "Calcium excess", ["Shared wording"], ["Disease"]),
         # a chemical: left out by types=["Disease"]
         Concept("CHEBI:29108|D002118", "Calcium(2+)", [], ["Chemical"]),
+        # a disease and a chemical of the base joined: a merge across types lends nothing, whatever types asks for
+        Concept("MONDO:6|D006934|D002118", "Serum calcium raised", [], ["Disease"]),
         # no shared ID
         Concept("MONDO:5", "Something else", [], ["Disease"]),
     ], name="other")
@@ -52,10 +56,11 @@ def test_names_go_to_the_one_concept_sharing_an_id_and_nothing_changes_owner() -
     assert _names(extended, "D002118") == ["Calcium", "Calcium-40"]  # a Chemical: not of the types asked for
     assert normalize("Shared wording") not in extended.alias_to_concepts
     assert normalize("Hypercalcaemia") not in extended.alias_to_concepts  # only from the concept joining two
+    assert normalize("Serum calcium raised") not in extended.alias_to_concepts  # joins a Disease and a Chemical
     assert len(extended) == len(base) and set(c.concept_id for c in extended) == set(c.concept_id for c in base)
     assert _names(base, "D001763") == ["Blepharoptosis", "Ptosis, Eyelid"]  # the base KB is left as it was
     assert report["names_added"] == 4 and report["concepts_gaining_names"] == 3
-    assert report["concepts_joining_several"] == 1 and report["concepts_of_other_types"] == 1
+    assert report["concepts_joining_several"] == 2 and report["concepts_of_other_types"] == 1
     assert report["concepts_sharing_no_id"] == 1 and report["concepts_lending"] == 3
     assert report["names_too_short"] == 1 and report["names_for_several_base_concepts"] == 1
     assert report["names_already_in_base"] == 1
@@ -66,6 +71,12 @@ def test_without_types_every_concept_may_gain_and_min_chars_keeps_short_names() 
     assert _names(extended, "D002118") == ["Calcium", "Calcium-40", "Calcium(2+)"]
     assert "CAD" in _names(extended, "D003324|OMIM:608320")
     assert report["types"] is None and report["names_too_short"] == 0 and report["concepts_of_other_types"] == 0
+
+
+def test_a_type_no_base_concept_has_is_an_error_not_an_empty_result() -> None:
+    with pytest.raises(InputError, match="Phenotype: no concept of base has this type") as error:
+        add_names_by_id(_base(), _other(), types=["Disease", "Phenotype"])
+    assert error.value.field == "--types"
 
 
 def test_cli_writes_a_new_file_and_never_an_input(tmp_path: Path) -> None:

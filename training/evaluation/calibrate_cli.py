@@ -38,7 +38,7 @@ def calibrate_command(
         if output is not None and output.exists() and any(output.iterdir()):
             raise InputError("exists and is not empty: choose a new folder (nothing is overwritten)", output,
                              field="--output")
-        check_new_file(report, overwrite, [corpus], option="--report")
+        check_new_file(report, overwrite, [corpus, Path(pipeline)], option="--report")
         nlp = load_pipeline(pipeline, None)
         linker = nlp.get_pipe("sapbert_linker")
         # a calibrated pipeline's own threshold gets its row in the curve: what it keeps as it is

@@ -125,7 +125,8 @@ def biosyn_command(
 
     with exit_on_input_error():
         if output is not None:
-            check_new_file(output, overwrite, [p for p in (queries, dictionary, tune_on, tune_dictionary) if p])
+            check_new_file(output, overwrite, [p for p in (queries, dictionary, tune_on, tune_dictionary, Path(model))
+                                               if p])
         weights, schemes = _hybrid_options(sparse_weight, sparse_scheme, tune_on, tune_dictionary)
         parsed = read_queries(queries)
         names, cuis = read_dictionary(dictionary)

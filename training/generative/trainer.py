@@ -57,8 +57,11 @@ class GenerativeTrainer(CheckpointedRun):
         if self.output is not None:  # refused now, not after the training
             from spacy_sapbert.util.atomic import check_replaceable
 
-            for start in (config.init_from, config.base_model):  # the model the run reads is never its output
-                if start and Path(start).exists() and Path(start).resolve() == self.output.resolve():
+            from spacy_sapbert.encoding.modelfiles import resolve_model_path
+
+            starts = [config.init_from] if config.init_from else [str(resolve_model_path(config.base_model))]
+            for start in starts:  # the model the run reads is never its output
+                if Path(start).exists() and Path(start).resolve() == self.output.resolve():
                     raise InputError("is the model this run starts from: write the trained one to another folder",
                                      self.output, field="--output")
             check_replaceable(self.output, lambda p: (p / SETTINGS_FILE).is_file(),

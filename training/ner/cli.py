@@ -229,9 +229,11 @@ def ner_dictionary(
     with exit_on_input_error():
         read = [kb, branch_trees]
         check_corpora_and_output(corpora, output, overwrite, read)
+        written = [output]
         for extra, flag in ((exclusions, "--exclusions"), (grow_names, "--grow-names")):
             if extra is not None:
-                check_new_file(extra, overwrite, [*corpora, *(p for p in read if p is not None), output], option=flag)
+                check_new_file(extra, overwrite, [*corpora, *(p for p in read if p is not None), *written], option=flag)
+                written.append(extra)
         if grow_names is not None and (kb is None or not kb.is_file()):
             raise InputError("--grow-names needs the linker's KB file", kb, field="--kb")
         if branch_trees is not None:

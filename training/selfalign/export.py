@@ -35,7 +35,7 @@ def check_output(folder: PathLike, trained_checkpoint: Optional[Path] = None, st
                  ) -> None:
     """Refuse to replace a folder this trainer did not write: a missing or empty folder, or an earlier
     model (``sapbert.json`` with its training record), is replaced whole; anything else is kept. Never the
-    model the run ``starts_from`` (its ``--base-model``, when that is a folder here), which it reads.
+    model the run ``starts_from`` (its ``--base-model`` resolved to a folder, when it is one here), which it reads.
 
     ``trained_checkpoint``: None before training (nothing is lost yet); after training, where the
     trained model is, so that the error says how to export it anyway."""

@@ -131,7 +131,7 @@ class Trainer(CheckpointedRun):
         """
         cfg, acc = self.config, self.accelerator
         if self.output is not None:
-            export.check_output(self.output, starts_from=cfg.base_model)  # before hours of training, not after
+            export.check_output(self.output, starts_from=str(self.base_path))  # before hours of training, not after
         self._start(resume)
         started = self._session_start = time.perf_counter()
         progress = ProgressLog(self.run_dir / "log.jsonl", cfg.log_every, self.total_steps, self.step,

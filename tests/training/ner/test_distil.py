@@ -3,6 +3,7 @@ windows ner-train builds, learns what the teacher knows, and its export is a pip
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -119,6 +120,15 @@ def test_distil_learns_the_teachers_chemicals_and_exports_a_pipeline(corpus, tin
                                            "--output", str(into), "--encoder", str(tiny_bert), "--overwrite"])
         assert refused.exit_code == 2 and "holds MODEL" in refused.output
     assert (out / distil.MODEL_DIR).is_dir()
+    whole = tmp_path / "whole"  # a whole pipeline holds the NER's files too, but is no earlier export to replace
+    shutil.copytree(pipeline, whole)
+    (whole / "sapbert_linker").mkdir()
+    refused = CliRunner().invoke(app, ["ner-student-export", str(out / distil.MODEL_DIR), "--kb", str(corpus["kb"]),
+                                       "--output", str(whole), "--encoder", str(tiny_bert)])
+    assert refused.exit_code == 2 and "whole pipeline" in refused.output and (whole / "sapbert_linker").is_dir()
+    again = CliRunner().invoke(app, ["ner-student-export", str(out / distil.MODEL_DIR), "--kb", str(corpus["kb"]),
+                                     "--output", str(pipeline), "--encoder", str(tiny_bert)])
+    assert again.exit_code == 0, again.output  # an earlier export is replaced
     doc = spacy.load(pipeline)("Acid 7 caused kidney failure .")
     assert [(e.text, e.label_) for e in doc.ents] == [("Acid", "CHEMICAL"), ("kidney failure", "DISEASE")]
     # the student records its teacher where it was trained; a package built elsewhere still names it

@@ -267,8 +267,8 @@ class NerTrainer(CheckpointedRun):
     def _check_output(self) -> None:
         from spacy_sapbert.util.atomic import check_replaceable
 
-        check_replaceable(self.output, lambda p: (p / "sapbert_ner" / tagger_model.SETTINGS_FILE).is_file(),
-                          "an NER pipeline (no sapbert_ner/tagger.json)", "Choose a new or empty --output.")
+        check_replaceable(self.output, is_ner_output, "an NER pipeline (no sapbert_ner/tagger.json, or it holds more "
+                          "pipes than the NER: a whole pipeline)", "Choose a new or empty --output.")
 
     def _export(self) -> Dict[str, Any]:
         """The best epoch's model as a float16 pipeline folder at ``output``."""
@@ -280,6 +280,12 @@ class NerTrainer(CheckpointedRun):
                        {**self._feature_settings(), "training": record})
         logger.info("NER pipeline written to %s (best dev F1 %s)", self.output, settings.get("training"))
         return {"interrupted": False, "step": self.step, "output": str(self.output), "best": settings.get("training")}
+
+
+def is_ner_output(folder: Path) -> bool:
+    """A folder that :func:`write_pipeline` wrote: the NER's files and no other pipe's (a whole pipeline, the
+    embedded default say, also holds ``sapbert_ner/tagger.json`` but is no earlier output to replace)."""
+    return (folder / "sapbert_ner" / tagger_model.SETTINGS_FILE).is_file() and not (folder / "sapbert_linker").exists()
 
 
 def write_pipeline(model: torch.nn.Module, tokenizer_folder: Path, tags: Sequence[str], gazetteer, output: Path,

@@ -85,7 +85,8 @@ def ner_teacher_score(
     from .soft_labels import score_teacher
 
     with exit_on_input_error():
-        check_report_path(output, overwrite, [soft_labels, corpus, *_dev_files(soft_labels, corpus)])
+        # the corpus folder is not read whole (a report may lie beside its files), only the dev files named
+        check_report_path(output, overwrite, [soft_labels, *_dev_files(soft_labels, corpus)])
         scores = score_teacher(soft_labels, corpus)
     text = json.dumps(scores, indent=2)
     if output is not None:
@@ -125,7 +126,7 @@ def ner_student_export(
     from spacy_sapbert.ner import model as tagger_model
 
     from ..tagger.data import build_gazetteer
-    from ..tagger.trainer import TOKENIZER_CONFIG, base_encoder_folder, write_pipeline
+    from ..tagger.trainer import TOKENIZER_CONFIG, base_encoder_folder, is_ner_output, write_pipeline
 
     from spacy_sapbert.util.atomic import check_replaceable
 
@@ -134,8 +135,8 @@ def ner_student_export(
         if resolved == model.resolve() or resolved in model.resolve().parents:
             raise InputError("holds MODEL, which this command reads: write the pipeline to another folder", output,
                              field="--output")
-        check_replaceable(output, lambda p: (p / "sapbert_ner" / tagger_model.SETTINGS_FILE).is_file(),
-                          "an NER pipeline (no sapbert_ner/tagger.json)", "Choose a new or empty --output, or --overwrite.",
+        check_replaceable(output, is_ner_output, "an NER pipeline (no sapbert_ner/tagger.json, or it holds more pipes "
+                          "than the NER: a whole pipeline)", "Choose a new or empty --output, or --overwrite.",
                           overwrite=overwrite)
         table = tagger_model.read_word_embeddings(base_encoder_folder(encoder))
         net, _, settings = tagger_model.load(model, word_embeddings=table)
