@@ -17,7 +17,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Iterator, Optional, Union
+from typing import IO, Any, Callable, Dict, Iterable, Iterator, Optional, Union
 
 from spacy_sapbert.errors import InputError
 
@@ -176,14 +176,23 @@ def describe_folder(folder: Path, limit: int = 5) -> str:
 
 
 def check_replaceable(folder: PathLike, ours: Callable[[Path], bool], what: str, remedy: str,
-                      option: str = "--output", overwrite: bool = False) -> None:
+                      option: str = "--output", overwrite: bool = False,
+                      reads: Optional[Dict[str, Optional[PathLike]]] = None) -> None:
     """Refuse to replace ``folder`` where that would delete something its writer did not write.
 
     Allowed: a missing or empty folder, an earlier output of the same writer (``ours``), and
     anything with ``overwrite``. A symbolic link is judged, and replaced, by its target.
     Writers that build for minutes check before building and again before swapping in.
+    Never allowed, not even with ``overwrite``: a folder that is, or holds, one of ``reads``
+    (what the writer reads, by the name the error gives it: its model, say).
     """
     folder = Path(folder)
+    for name, source in (reads or {}).items():
+        if source is not None and Path(source).exists():
+            source, target = Path(source).resolve(), folder.resolve()
+            if source == target or target in source.parents:
+                raise InputError(f"is or holds {name}, which this command reads: write to another folder", folder,
+                                 field=option)
     real = folder.resolve() if folder.is_symlink() else folder
     if not real.exists():
         return

@@ -160,24 +160,12 @@ def test_sapbert_calibrate_fits_on_gold_spans_and_writes_a_new_pipeline(tiny_ber
 
 
 def test_sapbert_calibrate_report_is_new_unless_overwrite_and_never_the_corpus(tiny_bert, tmp_path):
-    from typer.testing import CliRunner
+    from tests.output_guard import assert_output_guarded
 
-    from spacy_sapbert.cli import app
-    from spacy_sapbert.training.cli import register
-
-    register(app)
     make_nlp(tiny_bert, write_small_kb(tmp_path), ruler=False).to_disk(tmp_path / "pipeline")
     corpus = write_gold_corpus(tmp_path)
     report = tmp_path / "r.json"
-    report.write_text("mine\n", encoding="utf-8")
-    base = ["calibrate", str(corpus), "--pipeline", str(tmp_path / "pipeline"), "--min-precision", "0.5"]
-    refused = CliRunner().invoke(app, base + ["--report", str(report)])
-    assert refused.exit_code == 2 and "exists" in refused.output and "--report" in refused.output, refused.output
-    assert report.read_text(encoding="utf-8") == "mine\n"
-    done = CliRunner().invoke(app, base + ["--report", str(report), "--overwrite"])
-    assert done.exit_code == 0, done.output
+    assert_output_guarded(lambda path: ["calibrate", str(corpus), "--pipeline", str(tmp_path / "pipeline"),
+                                        "--min-precision", "0.5", "--report", str(path)],
+                          report, reads=[corpus], option="--report")
     assert json.loads(report.read_text(encoding="utf-8"))["spans"] == 8
-    before = corpus.read_bytes()
-    read = CliRunner().invoke(app, base + ["--report", str(corpus), "--overwrite"])
-    assert read.exit_code == 2 and "one of the files read" in read.output, read.output
-    assert corpus.read_bytes() == before

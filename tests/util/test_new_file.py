@@ -28,10 +28,9 @@ def test_check_new_file(tmp_path: Path) -> None:
 
 
 def test_pairs_commands_refuse_an_existing_output_and_their_inputs(tmp_path: Path) -> None:
-    from spacy_sapbert.cli.app import app
-    from spacy_sapbert.training.cli import register
+    from tests.output_guard import sapbert_app
 
-    register(app)  # the training commands come through the sapbert.cli entry points
+    app = sapbert_app()
     kb = tmp_path / "kb.jsonl"
     KnowledgeBase([Concept("D1", "Heart attack", ["Myocardial infarction", "MI"], ["Disease"]),
                    Concept("D2", "Headache", ["Cephalalgia"], ["Disease"])]).to_jsonl(kb)
@@ -50,11 +49,9 @@ def test_pairs_commands_refuse_an_existing_output_and_their_inputs(tmp_path: Pat
 
 
 def test_training_commands_check_every_output_before_they_read_anything(tmp_path: Path) -> None:
-    from spacy_sapbert.cli.app import app
-    from spacy_sapbert.training.cli import register
+    from tests.output_guard import sapbert_app
 
-    register(app)
-    runner = CliRunner()
+    app, runner = sapbert_app(), CliRunner()
     corpus, kb = tmp_path / "train.PubTator", tmp_path / "kb.jsonl"
     corpus.write_text("1|t|Heart attack.\n1|a|x\n1\t0\t12\tHeart attack\tDisease\tD1\n\n")
     KnowledgeBase([Concept("D1", "Heart attack", ["Myocardial infarction"], ["Disease"])]).to_jsonl(kb)

@@ -55,17 +55,13 @@ class GenerativeTrainer(CheckpointedRun):
         self.config = config.validate()
         self.output = Path(output) if output is not None else None
         if self.output is not None:  # refused now, not after the training
+            from spacy_sapbert.encoding.modelfiles import resolve_model_path
             from spacy_sapbert.util.atomic import check_replaceable
 
-            from spacy_sapbert.encoding.modelfiles import resolve_model_path
-
-            starts = [config.init_from] if config.init_from else [str(resolve_model_path(config.base_model))]
-            for start in starts:  # the model the run reads is never its output
-                if Path(start).exists() and Path(start).resolve() == self.output.resolve():
-                    raise InputError("is the model this run starts from: write the trained one to another folder",
-                                     self.output, field="--output")
+            start = config.init_from or str(resolve_model_path(config.base_model))
             check_replaceable(self.output, lambda p: (p / SETTINGS_FILE).is_file(),
-                              f"a generative model (no {SETTINGS_FILE})", "Choose a new or empty --output.")
+                              f"a generative model (no {SETTINGS_FILE})", "Choose a new or empty --output.",
+                              reads={"the model this run starts from": start})
         self.run_dir = Path(run_dir)
         self.device, self.accelerator = make_accelerator(config.device, config.amp, config.num_threads, accelerator)
         self.rank, self.world = self.accelerator.process_index, self.accelerator.num_processes

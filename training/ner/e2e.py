@@ -245,7 +245,7 @@ def run_e2e(ner_model: PathLike, bc5cdr_dev: Optional[PathLike], ncbi_test: Opti
     from ..corpora import read_pubtator
     from .data import BC5CDR_LABELS, DISEASE, NCBI_LABELS
 
-    check_report_path(output, overwrite, [bc5cdr_dev, ncbi_test], [ner_model, bc5cdr_linker, ncbi_linker])
+    check_report_path(output, overwrite, [bc5cdr_dev, ncbi_test, ner_model, bc5cdr_linker, ncbi_linker])
     jobs = [("BC5CDR dev", bc5cdr_dev, bc5cdr_linker, BC5CDR_LABELS, None),
             ("NCBI test", ncbi_test, ncbi_linker, NCBI_LABELS, [DISEASE])]
     results = []

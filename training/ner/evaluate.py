@@ -32,7 +32,7 @@ def evaluate_ner(model: PathLike, bc5cdr_dev: Optional[PathLike] = None, ncbi_te
     """
     import spacy
 
-    check_report_path(output, overwrite, [bc5cdr_dev, ncbi_test, ncbi_dev, check_set], [model])
+    check_report_path(output, overwrite, [bc5cdr_dev, ncbi_test, ncbi_dev, check_set, model])
 
     nlp = spacy.load(model, config={"components": {"sapbert_ner": {"style": style}}} if style else {})
     reports = []

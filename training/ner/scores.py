@@ -133,17 +133,13 @@ def format_report(report: dict) -> str:
     return "\n".join(lines)
 
 
-def check_report_path(output: Optional[PathLike], overwrite: bool, files: Iterable[Optional[PathLike]],
-                      folders: Iterable[Optional[PathLike]] = ()) -> None:
-    """Before a scoring command runs: its report ``output`` is new (or ``overwrite``) and none of the ``files``
-    it reads, nor a file inside ``folders`` (pipelines, read whole when they load)."""
+def check_report_path(output: Optional[PathLike], overwrite: bool, read: Iterable[Optional[PathLike]]) -> None:
+    """Before a scoring command runs: its report ``output`` (when given) is new, or ``overwrite``, and is none of the
+    files ``read`` nor inside a folder of them (pipelines, read whole when they load)."""
     from spacy_sapbert.util.atomic import check_new_file
 
-    if output is None:
-        return
-    whole = [Path(p) for p in folders if p is not None]
-    read = [*(p for p in files if p is not None), *whole, *(f for p in whole if p.is_dir() for f in p.rglob("*"))]
-    check_new_file(output, overwrite, read)
+    if output is not None:
+        check_new_file(output, overwrite, [p for p in read if p is not None])
 
 
 def write_report(reports: Sequence[dict], path: PathLike, extra: Optional[dict] = None) -> Path:

@@ -12,7 +12,6 @@ import logging
 from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Union
 
-from spacy_sapbert.errors import InputError
 from spacy_sapbert.util.atomic import atomic_dir, check_replaceable, remove_stale_temps
 from spacy_sapbert.encoding.modelfiles import SETTINGS_FILE
 from spacy_sapbert.encoding.st_files import write_sentence_transformers_files
@@ -39,16 +38,13 @@ def check_output(folder: PathLike, trained_checkpoint: Optional[Path] = None, st
 
     ``trained_checkpoint``: None before training (nothing is lost yet); after training, where the
     trained model is, so that the error says how to export it anyway."""
-    if starts_from is not None and Path(starts_from).exists() and Path(starts_from).resolve() == Path(folder).resolve():
-        raise InputError("is the model this run starts from (--base-model): write the trained one to another folder",
-                         folder, field="--output")
     if trained_checkpoint is None:
         remedy = "Choose a new or empty --output"
     else:  # the folder changed while training ran
         remedy = (f"The trained model is in the checkpoint {trained_checkpoint}: run again "
                   f"with --resume and a new or empty --output to export it")
     check_replaceable(folder, is_model_output, f"a model written by this trainer (no {SETTINGS_FILE} with a "
-                      f"training record)", remedy)
+                      f"training record)", remedy, reads={"the model this run starts from (--base-model)": starts_from})
 
 
 def save_model(folder: Path, accelerator: Any, model: Any, tokenizer: Any,

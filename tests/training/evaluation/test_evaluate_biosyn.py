@@ -114,24 +114,13 @@ def test_command_prints_both_scorings(tmp_path, tiny_bert):
 
 
 def test_command_output_is_new_unless_overwrite_and_never_an_input(tmp_path, tiny_bert):
-    from spacy_sapbert.cli import app
-    from spacy_sapbert.training.cli import register
+    from tests.output_guard import assert_output_guarded
 
-    register(app)
     folder, dictionary = write_data(tmp_path)
     output = tmp_path / "result.json"
-    output.write_text("mine\n", encoding="utf-8")
-    base = ["evaluate-biosyn", str(folder), "--dictionary", str(dictionary), "--model", str(tiny_bert), "--top", "2"]
-    refused = CliRunner().invoke(app, base + ["-o", str(output)])
-    assert refused.exit_code == 2 and "exists" in refused.output and "--overwrite" in refused.output, refused.output
-    assert output.read_text(encoding="utf-8") == "mine\n"
-    done = CliRunner().invoke(app, base + ["-o", str(output), "--overwrite"])
-    assert done.exit_code == 0, done.output
+    assert_output_guarded(lambda path: ["evaluate-biosyn", str(folder), "--dictionary", str(dictionary), "--model",
+                                        str(tiny_bert), "--top", "2", "-o", str(path)], output, reads=[dictionary])
     assert json.loads(output.read_text(encoding="utf-8"))["n_queries"] == 3
-    before = dictionary.read_bytes()
-    read = CliRunner().invoke(app, base + ["-o", str(dictionary), "--overwrite"])
-    assert read.exit_code == 2 and "one of the files read" in read.output, read.output
-    assert dictionary.read_bytes() == before
 
 
 # -- hybrid first stage -------------------------------------------------------------------------------

@@ -219,31 +219,18 @@ def test_build_ner_corpus_writes_docbins_and_stats(nlp, corpus_files, tmp_path):
 
 
 def test_scoring_commands_write_new_reports_unless_overwrite_and_never_a_file_read(corpus_files, tmp_path):
-    from typer.testing import CliRunner
+    from tests.output_guard import assert_output_guarded
 
-    from spacy_sapbert.cli import app
-    from spacy_sapbert.training.cli import register
-
-    register(app)
     ner = scispacy_blank(split_hyphens=True)
     ner.add_pipe("entity_ruler").add_patterns([{"label": "CHEMICAL", "pattern": "cocaine"}])
     ner.to_disk(tmp_path / "ner")
     gold = corpus_files / "bc5cdr" / "CDR_DevelopmentSet.PubTator.txt"
     output = tmp_path / "scores.json"
-    for command, key in ((["ner-evaluate"], "reports"), (["ner-e2e"], "results")):
-        command = [*command, str(tmp_path / "ner"), str(corpus_files)]
-        output.write_text("mine\n", encoding="utf-8")
-        refused = CliRunner().invoke(app, command + ["-o", str(output)])
-        assert refused.exit_code == 2 and "exists" in refused.output, refused.output
-        assert output.read_text(encoding="utf-8") == "mine\n"
-        done = CliRunner().invoke(app, command + ["-o", str(output), "--overwrite"])
-        assert done.exit_code == 0, done.output
+    for command, key in (("ner-evaluate", "reports"), ("ner-e2e", "results")):
+        # the reads: a corpus file; a file of the pipeline
+        assert_output_guarded(lambda path: [command, str(tmp_path / "ner"), str(corpus_files), "-o", str(path)],
+                              output, reads=[gold, tmp_path / "ner" / "config.cfg"])
         assert key in json.loads(output.read_text(encoding="utf-8"))
-        for read in (gold, tmp_path / "ner" / "config.cfg"):  # a corpus file; a file of the pipeline
-            before = read.read_bytes()
-            refused = CliRunner().invoke(app, command + ["-o", str(read), "--overwrite"])
-            assert refused.exit_code == 2 and "one of the files read" in refused.output, refused.output
-            assert read.read_bytes() == before
 
 
 def test_missing_corpus_file_is_an_input_error(corpus_files):

@@ -167,26 +167,12 @@ def test_the_model_card_names_the_teacher_a_swapped_ner_learned_from(tmp_path, n
 
 
 def _score_command_writes_a_new_file_unless_overwrite_and_never_a_file_read(soft_labels, corpus):
-    from typer.testing import CliRunner
+    from tests.output_guard import assert_output_guarded
 
-    from spacy_sapbert.cli import app
-    from spacy_sapbert.training.cli import register
-
-    register(app)
     output = corpus / "scores.json"
-    output.write_text("mine\n", encoding="utf-8")
-    command = ["ner-teacher-score", str(soft_labels), str(corpus), "-o"]
-    refused = CliRunner().invoke(app, command + [str(output)])
-    assert refused.exit_code == 2 and "exists" in refused.output, refused.output
-    assert output.read_text(encoding="utf-8") == "mine\n"
-    done = CliRunner().invoke(app, command + [str(output), "--overwrite"])
-    assert done.exit_code == 0, done.output
+    assert_output_guarded(lambda path: ["ner-teacher-score", str(soft_labels), str(corpus), "-o", str(path)], output,
+                          reads=[soft_labels, corpus / "dev.spacy"])
     assert set(json.loads(output.read_text(encoding="utf-8"))["dev"]) == {"p", "r", "f"}
-    for read in (soft_labels, corpus / "dev.spacy"):
-        before = read.read_bytes()
-        refused = CliRunner().invoke(app, command + [str(read), "--overwrite"])
-        assert refused.exit_code == 2 and "one of the files read" in refused.output, refused.output
-        assert read.read_bytes() == before
 
 
 def test_cli_writes_inputs_with_the_default_parts_and_scores_the_teacher(tmp_path, nlp, tiny_bert, kb):

@@ -131,13 +131,9 @@ def ner_student_export(
     from spacy_sapbert.util.atomic import check_replaceable
 
     with exit_on_input_error():
-        resolved = output.resolve()
-        if resolved == model.resolve() or resolved in model.resolve().parents:
-            raise InputError("holds MODEL, which this command reads: write the pipeline to another folder", output,
-                             field="--output")
         check_replaceable(output, is_ner_output, "an NER pipeline (no sapbert_ner/tagger.json, or it holds more pipes "
                           "than the NER: a whole pipeline)", "Choose a new or empty --output, or --overwrite.",
-                          overwrite=overwrite)
+                          overwrite=overwrite, reads={"MODEL": model})
         table = tagger_model.read_word_embeddings(base_encoder_folder(encoder))
         net, _, settings = tagger_model.load(model, word_embeddings=table)
         label_to_types = {k: list(v) for k, v in DEFAULT_LABEL_TO_TYPES.items()}
