@@ -99,6 +99,10 @@ def _is_label_thresholds(value: Any) -> bool:
         _is_text(label) and threshold is not None and _is_threshold(threshold) for label, threshold in value.items()))
 
 
+def _is_label_list(value: Any) -> bool:
+    return value is None or (isinstance(value, (list, tuple)) and all(_is_text(label) for label in value))
+
+
 def _copy_label_to_types(value: Any) -> Any:
     """A private copy (lists of strings), so that changing the dict given changes no settings."""
     return None if value is None else {label: list(types) for label, types in value.items()}
@@ -172,6 +176,9 @@ class LinkerSettings:
     label_thresholds: Optional[Dict[str, float]] = _setting(
         None, "null or a mapping of span label → threshold (a number from -1 to 1) that replaces `threshold` for "
               "that label's spans (e.g. {\"CHEMICAL\": 0.9})", _is_label_thresholds, live=True)
+    head_fallback: Optional[List[str]] = _setting(
+        None, "null or a list of span labels (non-empty strings) whose spans without a concept are linked again "
+              "without their first word (e.g. [\"DISEASE\"])", _is_label_list, live=True)
 
     def __post_init__(self) -> None:
         # Also when built directly (LinkerSettings(k=0)): an instance is always valid.
@@ -180,6 +187,8 @@ class LinkerSettings:
         object.__setattr__(self, "label_to_types", _copy_label_to_types(self.label_to_types))
         if self.label_thresholds is not None:  # a private copy, as label_to_types
             object.__setattr__(self, "label_thresholds", {k: float(v) for k, v in self.label_thresholds.items()})
+        if self.head_fallback is not None:
+            object.__setattr__(self, "head_fallback", list(self.head_fallback))
 
     @classmethod
     def from_config(cls, values: Mapping[str, Any], owner: str = DEFAULT_OWNER) -> "LinkerSettings":

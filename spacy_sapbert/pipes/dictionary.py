@@ -199,11 +199,15 @@ class DictionaryEntities:
         label inside one grows to (:mod:`spacy_sapbert.ner.name_growth`)."""
         self.growth.add(names)
 
+    def excludes(self, label: str, span: Span) -> bool:
+        """Whether ``span``'s words, with ``label``, are an exclusion: a wording the annotators seldom tag so
+        (the rule for NER entities here, and for the heads the linker tries, ``head_fallback``)."""
+        return bool(len(self._excluded)) and label + "\t" + " ".join(t.lower_ for t in span) in self._excluded
+
     def _revised_ents(self, doc: Doc) -> List[Span]:
         """``doc.ents`` without the excluded wordings, grown to the KB names they lie in; set on ``doc``."""
         ents = list(doc.ents)
-        kept = [e for e in ents if e.label_ + "\t" + " ".join(t.lower_ for t in e) not in self._excluded] \
-            if len(self._excluded) else ents
+        kept = [e for e in ents if not self.excludes(e.label_, e)]
         kept = self.growth.grow(doc, kept)
         if kept != ents:
             doc.set_ents(kept)

@@ -42,10 +42,12 @@ from spacy_sapbert.linking.annotated_names import AnnotatedNames
 from spacy_sapbert.linking.linker import Candidates, Linker
 from spacy_sapbert.linking.type_filter import TypeSet
 from spacy_sapbert.linking.rerank.stage import ContextReranking
+from spacy_sapbert.linking.head_fallback import link_heads
 from spacy_sapbert.linking.stages import (DEFAULT_STAGES, STAGE_CONFIG, Mentions, check_stages, mention_thresholds,
                                           run_stages)
 from spacy_sapbert.pipes.linker_spans import (add_composite_parts, parts_extension, span_queries, warn_missing_group,
                                               with_parts, write_candidates)
+from spacy_sapbert.pipes.dictionary import DictionaryEntities
 from spacy_sapbert.pipes.linker_config import ensure_extension, record_in_config, setting_attributes, settings_signature
 from spacy_sapbert.linking.settings import (DEFAULT_CONFIG, FACTORY_DEFAULT_CONFIG, LIVE_SETTINGS, SETTING_RULES, LinkerSettings,
                        SettingError, check_setting, check_settings)
@@ -239,6 +241,11 @@ class SapBertLinker(Pipe):
             thresholds = mention_thresholds(labels, linker.threshold, self.settings.label_thresholds)
             results = run_stages(self.stages, linker, self.reranking, self.annotated_table,
                                  Mentions(spans, texts, types), thresholds)
+            if self.settings.head_fallback:
+                link_heads(Mentions(spans, texts, types), labels[:whole], results, thresholds,
+                           self.settings.head_fallback, self._excludes(),
+                           lambda mentions, at: run_stages(self.stages, linker, self.reranking, self.annotated_table,
+                                                           mentions, at))
         linked = with_parts(results, texts, owners, whole)
         table = self.annotated_table if texts and self.settings.split_composites else None
         if table is not None:  # a wording annotated as one coordinated mention: its concepts are the parts
@@ -270,6 +277,13 @@ class SapBertLinker(Pipe):
             self._warned_missing_group = True
             warn_missing_group(self.name, spans_key, doc)
         return []
+
+    def _excludes(self) -> Callable[[str, Span], bool]:
+        """The exclusions of the pipeline's ``dictionary_entities`` pipe, if it has one (``head_fallback``)."""
+        nlp = self._nlp()
+        dictionary = next((pipe for _, pipe in (nlp.pipeline if nlp is not None else [])
+                           if isinstance(pipe, DictionaryEntities)), None)
+        return dictionary.excludes if dictionary is not None else (lambda label, span: False)
 
     def _queries(self, doc: Doc) -> Tuple[List[Span], List[str], List[str]]:
         return span_queries(list(self.spans(doc)), self.settings.resolve_abbreviations)

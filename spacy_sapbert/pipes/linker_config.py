@@ -56,9 +56,9 @@ def ensure_extension(name: str) -> None:
                          "pick another `extension` name", field="extension")
 
 
-def _is_mapping(hint: Any) -> bool:
-    """``Dict[...]`` or ``Optional[Dict[...]]``."""
-    return any(typing.get_origin(h) is dict for h in (hint, *typing.get_args(hint)))
+def _is_container(hint: Any) -> bool:
+    """``Dict[...]``, ``List[...]`` or either ``Optional``."""
+    return any(typing.get_origin(h) in (dict, list) for h in (hint, *typing.get_args(hint)))
 
 
 def settings_signature(returns: type) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -66,12 +66,12 @@ def settings_signature(returns: type) -> Callable[[Callable[..., Any]], Callable
     factory's signature (an unnamed key is an error), and the settings are named once, in
     :class:`LinkerSettings`. Renamed keys of older configs are named too, null when absent, and
     the candidate stages' keys (:data:`~spacy_sapbert.linking.stages.STAGE_CONFIG`).
-    A mapping-valued setting (``label_to_types``, ``label_thresholds``) is annotated ``Any``: spaCy's own check of a nested type would refuse
-    ``{"DISEASE": "Disease"}`` with a pydantic message before the setting's rule could name it."""
+    A mapping- or list-valued setting (``label_to_types``, ``label_thresholds``, ``head_fallback``) is annotated ``Any``: spaCy's own
+    check of a nested type would refuse ``{"DISEASE": "Disease"}`` with a pydantic message before the setting's rule could name it."""
 
     def decorate(factory: Callable[..., Any]) -> Callable[..., Any]:
         hints = dict(typing.get_type_hints(LinkerSettings))
-        hints.update({key: Any for key, hint in hints.items() if _is_mapping(hint)})
+        hints.update({key: Any for key, hint in hints.items() if _is_container(hint)})
         keyword = inspect.Parameter.KEYWORD_ONLY
         params = [inspect.Parameter("nlp", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Language),
                   inspect.Parameter("name", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str)]
