@@ -45,9 +45,8 @@ from spacy_sapbert.linking.rerank.stage import ContextReranking
 from spacy_sapbert.linking.head_fallback import link_heads
 from spacy_sapbert.linking.stages import (DEFAULT_STAGES, STAGE_CONFIG, Mentions, check_stages, mention_thresholds,
                                           run_stages)
-from spacy_sapbert.pipes.linker_spans import (add_composite_parts, parts_extension, span_queries, warn_missing_group,
-                                              with_parts, write_candidates)
-from spacy_sapbert.pipes.dictionary import DictionaryEntities
+from spacy_sapbert.pipes.linker_spans import (add_composite_parts, parts_extension, pipeline_exclusions, span_queries,
+                                              warn_missing_group, with_parts, write_candidates)
 from spacy_sapbert.pipes.linker_config import ensure_extension, record_in_config, setting_attributes, settings_signature
 from spacy_sapbert.linking.settings import (DEFAULT_CONFIG, FACTORY_DEFAULT_CONFIG, LIVE_SETTINGS, SETTING_RULES, LinkerSettings,
                        SettingError, check_setting, check_settings)
@@ -243,7 +242,7 @@ class SapBertLinker(Pipe):
                                  Mentions(spans, texts, types), thresholds)
             if self.settings.head_fallback:
                 link_heads(Mentions(spans, texts, types), labels[:whole], results, thresholds,
-                           self.settings.head_fallback, self._excludes(),
+                           self.settings.head_fallback, pipeline_exclusions(self._nlp()),
                            lambda mentions, at: run_stages(self.stages, linker, self.reranking, self.annotated_table,
                                                            mentions, at))
         linked = with_parts(results, texts, owners, whole)
@@ -277,13 +276,6 @@ class SapBertLinker(Pipe):
             self._warned_missing_group = True
             warn_missing_group(self.name, spans_key, doc)
         return []
-
-    def _excludes(self) -> Callable[[str, Span], bool]:
-        """The exclusions of the pipeline's ``dictionary_entities`` pipe, if it has one (``head_fallback``)."""
-        nlp = self._nlp()
-        dictionary = next((pipe for _, pipe in (nlp.pipeline if nlp is not None else [])
-                           if isinstance(pipe, DictionaryEntities)), None)
-        return dictionary.excludes if dictionary is not None else (lambda label, span: False)
 
     def _queries(self, doc: Doc) -> Tuple[List[Span], List[str], List[str]]:
         return span_queries(list(self.spans(doc)), self.settings.resolve_abbreviations)

@@ -8,8 +8,9 @@ their spans.
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from spacy.language import Language
 from spacy.tokens import Doc, Span, SpanGroup
 
 from spacy_sapbert.linking.composite import composite_parts
@@ -17,6 +18,7 @@ from spacy_sapbert.linking.linker import Candidates, Linker
 from spacy_sapbert.linking.type_filter import TypeSet
 from spacy_sapbert.linking.settings import LinkerSettings
 from spacy_sapbert.pipes.abbreviations import abbreviation_pairs
+from spacy_sapbert.pipes.dictionary import DictionaryEntities
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +75,15 @@ def span_queries(spans: List[Span], resolve_abbreviations: bool = True) -> Tuple
         long_forms.setdefault(short.text, long_form)
     texts = [long_forms.get((s.start_char, s.end_char)) or long_forms.get(s.text) or s.text for s in spans]
     return spans, texts, labels
+
+
+def pipeline_exclusions(nlp: Optional[Language]) -> Callable[[str, Span], bool]:
+    """(label, span) → whether the span's words are an exclusion of ``nlp``'s ``dictionary_entities`` pipe
+    (``DictionaryEntities.excludes``): the heads ``head_fallback`` does not try. Nothing is excluded in a
+    pipeline without that pipe."""
+    dictionary = next((pipe for _, pipe in (nlp.pipeline if nlp is not None else [])
+                       if isinstance(pipe, DictionaryEntities)), None)
+    return dictionary.excludes if dictionary is not None else (lambda label, span: False)
 
 
 def write_candidates(doc: Doc, spans: List[Span], results: Sequence[Candidates], settings: LinkerSettings) -> None:

@@ -79,8 +79,23 @@ def test_the_default_links_a_span_through_its_head_and_keeps_the_span(default_nl
 
 
 def test_without_a_dictionary_pipe_no_head_is_excluded(default_nlp):
-    linker = default_nlp.get_pipe("sapbert_linker")
-    assert linker._excludes()("DISEASE", default_nlp.make_doc("abnormalities")[0:1])
+    from spacy_sapbert.pipes.linker_spans import pipeline_exclusions
+
+    assert pipeline_exclusions(default_nlp)("DISEASE", default_nlp.make_doc("abnormalities")[0:1])
+    assert not pipeline_exclusions(default_nlp)("DISEASE", default_nlp.make_doc("neuropathy")[0:1])
     blank = spacy.blank("en")
-    alone = blank.add_pipe("sapbert_linker", config={"kb": "kb.jsonl", "head_fallback": ["DISEASE"]})
-    assert not alone._excludes()("DISEASE", blank.make_doc("abnormalities")[0:1])
+    blank.add_pipe("sapbert_linker", config={"kb": "kb.jsonl", "head_fallback": ["DISEASE"]})
+    assert not pipeline_exclusions(blank)("DISEASE", blank.make_doc("abnormalities")[0:1])
+    assert not pipeline_exclusions(None)("DISEASE", blank.make_doc("abnormalities")[0:1])
+
+
+def test_the_model_card_says_so_from_the_pipelines_setting():
+    from pathlib import Path
+
+    from spacy_sapbert.default import DEFAULT_PIPELINE
+    from spacy_sapbert.training.package.card import head_fallback_sentence
+
+    assert head_fallback_sentence(None) == head_fallback_sentence([]) == ""
+    sentence = head_fallback_sentence(["DISEASE"])
+    assert "A DISEASE span of several words" in sentence and "`head_fallback`" in sentence
+    assert sentence in (Path(DEFAULT_PIPELINE) / "README.md").read_text(encoding="utf-8")

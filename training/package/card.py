@@ -6,7 +6,7 @@ through it the NER and KB swaps) calls :func:`model_card` on the report it has.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 LICENCES = "\n".join([
     "Code: Apache-2.0. Encoder: fine-tuned from sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0).",
@@ -96,7 +96,19 @@ def _annotation_parts(report: Dict[str, Any]) -> Tuple[List[str], str, str]:
             "\nspacy project run annotations && spacy project run package-annotations")
 
 
-def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") -> str:
+def head_fallback_sentence(labels: Optional[Sequence[str]]) -> str:
+    """The card's word on the linker's ``head_fallback`` (its labels, from the pipeline's config), if it has any."""
+    if not labels:
+        return ""
+    return (f" A {' or '.join(labels)} span of several words with no concept at the threshold takes its head's, the span "
+            "without its first word, where that reaches the threshold and is no exclusion of the dictionary pipe "
+            "(`head_fallback`).")
+
+
+def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "",
+               head_fallback: Optional[Sequence[str]] = None) -> str:
+    """The embedded default's README: what ``report`` (the build's measurements) and ``meta`` say, and the
+    linker's ``head_fallback`` labels, which live in the pipeline's config rather than in the report."""
     pq, cal = report.get("pq_vs_exact", {}), report.get("calibration")
     dictionary, annotated, build_annotations = _annotation_parts(report)
     lines: List[str] = [
@@ -123,7 +135,7 @@ def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "") ->
             "exact" if report['index_params'].get("refine_m") else "") + ")" + (
             f"; the candidates within {report['rescore_gap']:g} of a span's best score are scored exactly by "
             "encoding their names (`rescore_gap`)" if report.get("rescore_gap") is not None else "") + "." + (
-            _threshold_sentence(report, cal) if cal else "") + annotated, "",
+            _threshold_sentence(report, cal) if cal else "") + head_fallback_sentence(head_fallback) + annotated, "",
         "## Build", "",
         "```bash\nspacy project run kb && spacy project run ner\n"
         "spacy project run default-finetune && spacy project run package" + (
