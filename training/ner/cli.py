@@ -149,7 +149,7 @@ def ner_e2e(
     abbreviations: bool = typer.Option(True, help="Run scispaCy's abbreviation detector before linking."),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write the scores as JSON here."),
     sweep: List[float] = typer.Option([], "--sweep", help="Also score document-level concepts at this threshold "
-                                                          "(repeat; the same run, no second pass)."),
+                                                          "(repeat; a linker run at each, over the same NER pass)."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output when it exists (never a file read)."),
 ) -> None:
     """NER + linking on raw documents: per type, NER, linked-mention and document-level concept P/R/F1

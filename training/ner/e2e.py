@@ -177,13 +177,13 @@ def evaluate_e2e(nlp: Language, documents: Sequence[Document], label_map: Mappin
     pipe = nlp.get_pipe(LINKER_PIPE)
     threshold, label_thresholds = pipe.threshold, pipe.label_thresholds
     at = own_thresholds(pipe, labels)
-    runs = (False, True) if thresholds else (False,)  # at the pipe's thresholds; at 0 for the sweep
-    entities, *at_zero = collect_runs(nlp, documents, labels, kb, LINKER_PIPE, runs)
+    # at the pipe's thresholds, then at each of the sweep's
+    entities, *swept = collect_runs(nlp, documents, labels, kb, LINKER_PIPE, (False,), at_thresholds=thresholds)
     predicted = {(e.pmid, e.start, e.end, concept) for e in entities for concept in stated(e, at)}
     accuracy, counted = gold_span_accuracy(nlp, documents, wanted, kb)
     result = E2EResult(name, len(documents), len(gold), score_pairs(gold, predicted, no_id), accuracy, counted,
                        threshold, score(entities, gold_table, labels, at),
-                       sweep(at_zero[0], gold_table, labels, thresholds) if thresholds else None, label_thresholds)
+                       sweep(swept, gold_table, labels, thresholds) if thresholds else None, label_thresholds)
     logger.info("%s", result.summary())
     return result
 

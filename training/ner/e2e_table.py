@@ -1,9 +1,9 @@
 """The end-to-end table: what a user gets from raw abstracts, per entity type, at any threshold.
 
-The pipeline runs once per corpus with the linker's threshold at 0, and each entity's label,
-offsets and best (concept, score) are kept (:func:`collect`). A threshold then only decides which
-entities keep their concept, so every threshold is scored from the same run (:func:`score`); the
-table at the pipe's own thresholds comes from the linker run again at them (:func:`collect_runs`):
+The pipes before the linker run once per corpus; the linker runs once per threshold asked for (its own, for the
+table; each of a sweep's; or 0, where each entity keeps its best concept whatever its score), and each entity's
+label, offsets and best (concept, score) are kept (:func:`collect_runs`). The run's threshold then decides which
+entities keep their concept (:func:`score`):
 
 * **NER**: strict (start, end, label) against every gold mention of the type;
 * **mentions**: (start, end, label, concept) against the gold mentions with IDs (a composite
@@ -102,14 +102,17 @@ def collect(nlp: Language, documents: Sequence[Document], labels: Sequence[str],
 
 
 def collect_runs(nlp: Language, documents: Sequence[Document], labels: Sequence[str], kb: Optional[KnowledgeBase],
-                 linker: str = "sapbert_linker", at_zero: Sequence[bool] = (False, True)) -> List[List[Entity]]:
-    """:func:`collect` once per ``at_zero`` setting, the pipes before the linker run once for all of them.
+                 linker: str = "sapbert_linker", at_zero: Sequence[bool] = (False, True),
+                 at_thresholds: Sequence[float] = ()) -> List[List[Entity]]:
+    """:func:`collect` once per ``at_zero`` setting, then once with every label at each of ``at_thresholds``
+    (a sweep); the pipes before the linker run once for all of them.
 
     A run at 0 scores any threshold, but not always as the pipe at that threshold links: where the
     annotated names put a concept first that is below the threshold, the pipe states the dense
-    linker's best instead (or a coordinated span's split parts), which the run at 0 does not see. On
-    BC5CDR dev at the default's thresholds the pipe states 7 document concepts more than the run at 0
-    reads (2026-11-29); the table at the pipe's thresholds comes from a run at them."""
+    linker's best instead (or a coordinated span's split parts), and a span without a concept may take its
+    head's (``head_fallback``), which the run at 0 does not see. On BC5CDR dev at the default's thresholds the
+    pipe stated 7 document concepts more than the run at 0 read (2026-11-29, before ``head_fallback``); the
+    table and a sweep come from runs at their thresholds."""
     pipe = nlp.get_pipe(linker)
     # a coordinated span's parts: our pipe's; scispaCy's EntityLinker (the benchmarks' peer) has none
     parts_of = parts_extension(pipe.extension) if hasattr(pipe, "extension") else None
@@ -120,8 +123,9 @@ def collect_runs(nlp: Language, documents: Sequence[Document], labels: Sequence[
         with nlp.select_pipes(disable=[linker]):
             unlinked = list(tqdm(nlp.pipe(texts, batch_size=32), total=len(texts), desc="NER", unit="doc", leave=False))
     runs: List[List[Entity]] = []
-    for zero in at_zero:
-        with thresholds_at(pipe, 0.0) if zero else nullcontext():
+    own = object()  # a run at the pipe's own thresholds
+    for threshold in [0.0 if zero else own for zero in at_zero] + [float(t) for t in at_thresholds]:
+        with nullcontext() if threshold is own else thresholds_at(pipe, threshold):
             if last:  # linked again in place: each run sets every entity's candidates and parts anew, and its
                 # entities are read before the next (no Doc.copy: it deep-copies user_data, and scispaCy's
                 # abbreviation detector keeps Span objects there, which cannot be copied)
@@ -198,10 +202,13 @@ def score(entities: Sequence[Entity], gold: Tuple[Set[tuple], Set[tuple], Set[tu
     return table
 
 
-def sweep(entities: Sequence[Entity], gold: Tuple[Set[tuple], Set[tuple], Set[tuple], Set[tuple]],
-          labels: Sequence[str], thresholds: Iterable[float], level: str = "documents") -> List[Tuple[float, PRF]]:
-    """(threshold, pooled P/R/F1 at ``level``) for each threshold: what the default threshold is chosen from."""
-    return [(t, score(entities, gold, labels, t)[ALL][level]) for t in thresholds]
+def sweep(runs: Sequence[Sequence[Entity]], gold: Tuple[Set[tuple], Set[tuple], Set[tuple], Set[tuple]],
+          labels: Sequence[str], thresholds: Sequence[float], level: str = "documents") -> List[Tuple[float, PRF]]:
+    """(threshold, pooled P/R/F1 at ``level``) for each threshold, each from the run at it (:func:`collect_runs`'s
+    ``at_thresholds``): what the default threshold is chosen from."""
+    if len(runs) != len(thresholds):
+        raise ValueError(f"{len(runs)} runs for {len(thresholds)} thresholds")
+    return [(t, score(run, gold, labels, t)[ALL][level]) for t, run in zip(thresholds, runs)]
 
 
 def table_rows(table: Dict[str, Dict[str, PRF]]) -> List[str]:

@@ -113,6 +113,12 @@ def test_a_linker_with_one_threshold_attribute_is_collected_at_zero_and_given_ba
     assert linker.seen == [0.0, 0.7, 0.7, 0.0, 0.0] and linker.threshold == 0.7 and before == [document.text] * 2
     (at_own,) = collect(nlp, [document], ["DISEASE"], None, linker="one_threshold_linker_test", at_zero=False)
     assert at_own.concept == "" and linker.seen[-1] == 0.7
+    # a sweep: a linker run at each threshold, after the own one, over the same pass of the pipes before it
+    del linker.seen[:], before[:]
+    own, at_half, at_six = collect_runs(nlp, [document], ["DISEASE"], None, "one_threshold_linker_test", (False,),
+                                        at_thresholds=(0.5, 0.6))
+    assert linker.seen == [0.7, 0.5, 0.6] and linker.threshold == 0.7 and before == [document.text]
+    assert [e.concept for e in own + at_half + at_six] == ["", "D1", ""]
     with thresholds_at(linker, None):
         assert linker.threshold == float("-inf")
     assert linker.threshold == 0.7
