@@ -1,6 +1,6 @@
-"""``sapbert package-default``, ``package-ner``, ``package-kb`` and ``package-annotations``: assemble the
-embedded default pipeline, swap its NER or its KB, or add its training annotations
-(see spacy_sapbert.training.package.build)."""
+"""``sapbert package-default``, ``package-ner``, ``package-kb``, ``package-annotations`` and ``package-settings``:
+assemble the embedded default pipeline, swap its NER or its KB, add its training annotations, or set the linker
+settings chosen on dev (see spacy_sapbert.training.package.build)."""
 from __future__ import annotations
 
 import json
@@ -171,8 +171,47 @@ def package_annotations(
     typer.echo(json.dumps(report, indent=1))
 
 
+def _key_values(items: Optional[List[str]], option: str, as_json: bool) -> dict:
+    """``KEY=VALUE`` items as a dict (the values parsed as JSON with ``as_json``); an error names the item."""
+    found = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InputError(f"expected KEY=VALUE, got {item!r}", field=option)
+        try:
+            found[key] = json.loads(value) if as_json else value
+        except json.JSONDecodeError as err:
+            raise InputError(f"{key}: {value!r} is not JSON ({err.msg})", field=option) from None
+    return found
+
+
+def package_settings(
+    settings: List[str] = typer.Option(..., "--set", help="A linker setting as KEY=JSON (repeat), e.g. "
+                                       "'head_fallback=[\"DISEASE\"]' or 'label_thresholds={\"CHEMICAL\": 0.9}'."),
+    pipeline: Path = typer.Option(Path("spacy_sapbert/data/default"), "--pipeline",
+                                  help="The packaged default whose parts are kept."),
+    output: SwapOutputOption = ...,
+    label_reasons: Optional[List[str]] = typer.Option(None, "--label-reason", help="LABEL=TEXT: what that label's "
+                                                      "threshold was chosen for (model card; repeat)."),
+    card: CardOption = None,
+    overwrite: SwapOverwriteOption = False,
+) -> None:
+    """Set linker settings of a packaged default (those a loaded pipe follows, such as split_composites,
+    label_thresholds, head_fallback): its config, build report and model card are written again, every part is
+    copied byte for byte."""
+    from .settings import set_linker_settings
+
+    with exit_on_input_error():
+        extra = card.read_text(encoding="utf-8") if card else ""
+        report = set_linker_settings(pipeline, _key_values(settings, "--set", True), output,
+                                     _key_values(label_reasons, "--label-reason", False), card_extra=extra,
+                                     overwrite=overwrite)
+    typer.echo(json.dumps(report["linker_settings"], indent=1))
+
+
 def register(app: typer.Typer) -> None:
     app.command("package-default")(package_default)
     app.command("package-annotations")(package_annotations)
     app.command("package-ner")(package_ner)
     app.command("package-kb")(package_kb)
+    app.command("package-settings")(package_settings)
