@@ -96,6 +96,16 @@ def is_package_output(folder: PathLike) -> bool:
     return all(key in build for key in LEGACY_BUILD_KEYS) and (folder / "meta.json").is_file()
 
 
+def package_report(pipeline: Path) -> Dict[str, Any]:
+    """The build report of a packaged default, less what describes the package as written (its marker, sizes):
+    what a ``package-*`` step that writes it again starts from."""
+    build_file = Path(pipeline) / BUILD_FILE
+    if not build_file.is_file():
+        raise InputError(f"not a packaged default pipeline ({BUILD_FILE} missing)", pipeline)
+    return {k: v for k, v in json.loads(build_file.read_text(encoding="utf-8")).items()
+            if k not in (MARKER_KEY, "size_mb", "components_mb")}
+
+
 def check_package_output(output: Path, overwrite: bool) -> None:
     """Refuse ``output`` unless it is new, empty, an earlier package, or ``overwrite`` is given."""
     check_replaceable(output, is_package_output, f"an earlier package-default output (no {BUILD_FILE} with a "

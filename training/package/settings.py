@@ -16,11 +16,11 @@ from typing import Any, Dict, Mapping, Optional, Union
 
 from spacy_sapbert.errors import InputError
 
-from .build import BUILD_FILE, MARKER_KEY, write_pipeline
+from ..evaluation.abstention import LINKER
+from .build import package_report, write_pipeline
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
-LINKER = "sapbert_linker"
 
 
 def set_linker_settings(pipeline: PathLike, settings: Mapping[str, Any], output: PathLike,
@@ -32,13 +32,9 @@ def set_linker_settings(pipeline: PathLike, settings: Mapping[str, Any], output:
     import spacy
 
     pipeline = Path(pipeline)
-    build_file = pipeline / BUILD_FILE
-    if not build_file.is_file():
-        raise InputError(f"not a packaged default pipeline ({BUILD_FILE} missing)", pipeline)
+    report = package_report(pipeline)
     if not settings:
         raise InputError("no setting given: nothing to change", field="--set")
-    report = {k: v for k, v in json.loads(build_file.read_text(encoding="utf-8")).items()
-              if k not in (MARKER_KEY, "size_mb", "components_mb")}
     nlp = spacy.load(pipeline)
     if LINKER not in nlp.pipe_names:
         raise InputError(f"needs a {LINKER} pipe", pipeline)
@@ -48,12 +44,12 @@ def set_linker_settings(pipeline: PathLike, settings: Mapping[str, Any], output:
     unknown = sorted(set(label_reasons or {}) - set(label_thresholds))
     if unknown:
         raise InputError(f"a reason for {', '.join(unknown)}, which has no label threshold", field="--label-reason")
-    chosen = dict(report.get("default_threshold") or {"value": linker.settings.threshold, "chosen_for": ""})
-    earlier = chosen.get("labels") or {}
-    labels = {label: {"value": value, "chosen_for": (label_reasons or {}).get(
-                  label, earlier.get(label, {}).get("chosen_for", ""))} for label, value in label_thresholds.items()}
-    chosen.pop("labels", None)
-    report["default_threshold"] = {**chosen, **({"labels": labels} if labels else {})}
+    if "label_thresholds" in settings or label_reasons:  # the card's threshold sentence reads them from the report
+        chosen = dict(report.get("default_threshold") or {"value": linker.settings.threshold, "chosen_for": ""})
+        earlier = chosen.pop("labels", None) or {}
+        labels = {label: {"value": value, "chosen_for": (label_reasons or {}).get(
+                      label, earlier.get(label, {}).get("chosen_for", ""))} for label, value in label_thresholds.items()}
+        report["default_threshold"] = {**chosen, **({"labels": labels} if labels else {})}
     report["linker_settings"] = {**(report.get("linker_settings") or {}),
                                  **{key: getattr(linker.settings, key) for key in settings}}
     keep = [name for name in nlp.pipe_names if (pipeline / name).is_dir()]

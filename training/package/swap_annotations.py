@@ -7,7 +7,6 @@ the NER, the encoder, the KB and the index are copied byte for byte.
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
@@ -18,7 +17,7 @@ from spacy_sapbert.linking.annotated_names import AnnotatedNames
 from spacy_sapbert.ner.name_growth import NameGrowth, read_grow_names
 from spacy_sapbert.pipes.dictionary import read_exclusions, read_patterns
 
-from .build import BUILD_FILE, MARKER_KEY, NER_PIPES, write_pipeline
+from .build import NER_PIPES, package_report, write_pipeline
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -41,16 +40,12 @@ def add_annotations(pipeline: PathLike, names: PathLike, patterns: PathLike, out
 
     started = time.perf_counter()
     pipeline, names, patterns = Path(pipeline), Path(names), Path(patterns)
-    build_file = pipeline / BUILD_FILE
-    if not build_file.is_file():
-        raise InputError(f"not a packaged default pipeline ({BUILD_FILE} missing)", pipeline)
+    report = package_report(pipeline)
     exclusions = Path(exclusions) if exclusions is not None else None
     grow_names = Path(grow_names) if grow_names is not None else None
     for path in (names, patterns, *[p for p in (exclusions, grow_names) if p is not None]):
         if not path.is_file():
             raise InputError("file not found", path)
-    report = {k: v for k, v in json.loads(build_file.read_text(encoding="utf-8")).items()
-              if k not in (MARKER_KEY, "size_mb", "components_mb")}
     nlp = spacy.load(pipeline)
     ner = next((n for n in nlp.pipe_names if n in NER_PIPES), None)
     if ner is None or LINKER not in nlp.pipe_names:

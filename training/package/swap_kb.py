@@ -15,7 +15,6 @@ unless ``threshold`` gives the one chosen for this KB.
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
@@ -25,8 +24,8 @@ from spacy_sapbert.pipes.linker_parts import ENCODER_DIR
 from spacy_sapbert.errors import InputError
 
 from ..evaluation.abstention import LINKER
-from .build import (BUILD_FILE, MARKER_KEY, agreement, check_exact_index, check_package_output, check_threshold,
-                    exact_index_for, set_default_threshold, write_pipeline)
+from .build import (agreement, check_exact_index, check_package_output, check_threshold, exact_index_for,
+                    package_report, set_default_threshold, write_pipeline)
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -52,14 +51,12 @@ def replace_kb(pipeline: PathLike, kb_path: PathLike, output: PathLike, *, exact
 
     started = time.perf_counter()
     pipeline = Path(pipeline)
-    build_file = pipeline / BUILD_FILE
-    if not build_file.is_file():
-        raise InputError(f"not a packaged default pipeline ({BUILD_FILE} missing)", pipeline)
+    earlier = package_report(pipeline)
     check_package_output(Path(output), overwrite)  # before minutes of encoding, not after
     check_threshold(threshold)
     if exact_index:
         check_exact_index(Path(exact_index), overwrite)
-    report = _carried_report(build_file, kb_path, kb_description)
+    report = _carried_report(earlier, kb_path, kb_description)
     nlp = spacy.load(pipeline)
     if LINKER not in nlp.pipe_names:
         raise InputError(f"no {LINKER} component", pipeline)
@@ -129,10 +126,8 @@ def _compact_index(previous: Any, exact: Any, kind: str, params: Dict[str, int])
     return previous.with_refine_codes(exact.vectors() if refine_m else None, refine_m)
 
 
-def _carried_report(build_file: Path, kb_path: PathLike, kb_description: Optional[str]) -> Dict[str, Any]:
-    """The package's build report, less what belonged to the previous KB or to the package as written."""
-    report = {k: v for k, v in json.loads(build_file.read_text(encoding="utf-8")).items()
-              if k not in (MARKER_KEY, "size_mb", "components_mb")}
+def _carried_report(report: Dict[str, Any], kb_path: PathLike, kb_description: Optional[str]) -> Dict[str, Any]:
+    """The package's build report (:func:`~.build.package_report`), less what belonged to the previous KB."""
     report.pop("pq_vs_exact", None)  # the previous index's: measured again, or left out
     report.setdefault("encoder_pairs_kb", report.get("kb"))  # the KB whose synonyms trained the encoder
     report["kb_description"] = kb_description or f"read from {Path(kb_path).name}"

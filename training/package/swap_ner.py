@@ -17,7 +17,7 @@ from typing import Any, Dict, Optional, Union
 
 from spacy_sapbert.errors import InputError
 
-from .build import BUILD_FILE, MARKER_KEY, NER_PIPES, set_default_threshold, write_pipeline
+from .build import NER_PIPES, package_report, set_default_threshold, write_pipeline
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
@@ -84,11 +84,7 @@ def replace_ner(pipeline: PathLike, ner: PathLike, output: PathLike, card_extra:
 
     started = time.perf_counter()
     pipeline = Path(pipeline)
-    build_file = pipeline / BUILD_FILE
-    if not build_file.is_file():
-        raise InputError(f"not a packaged default pipeline ({BUILD_FILE} missing)", pipeline)
-    build = json.loads(build_file.read_text(encoding="utf-8"))
-    report = {k: v for k, v in build.items() if k not in (MARKER_KEY, "size_mb", "components_mb")}
+    report = package_report(pipeline)
     nlp = spacy.load(pipeline)
     source = spacy.load(ner, config=kept_settings(nlp, ner))
     new = [name for name in source.pipe_names if name in NER_COMPONENTS]

@@ -40,6 +40,14 @@ def test_settings_are_set_recorded_and_the_parts_kept(tmp_path):
     default = Path(DEFAULT_PIPELINE)
     for part in ("sapbert_ner", "dictionary_entities", "sapbert_linker"):
         assert _digests(out / part) == _digests(default / part), part
+    # again on its own output, no threshold asked: the thresholds' record stays as it was
+    again = CliRunner().invoke(sapbert_app(), ["package-settings", "--pipeline", str(out), "-o", str(out),
+                                               "--set", "split_composites=false"])
+    assert again.exit_code == 0, again.output
+    after = json.loads((out / "build.json").read_text(encoding="utf-8"))
+    assert after["default_threshold"] == report["default_threshold"]
+    assert after["linker_settings"]["split_composites"] is False
+    assert spacy.load(out).get_pipe("sapbert_linker").split_composites is False
 
 
 @pytest.mark.parametrize("args, message", [
