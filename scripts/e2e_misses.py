@@ -31,6 +31,7 @@ import collections
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Sequence, Set, Tuple
 
+from spacy_sapbert.kb.ids import is_newer_mesh
 from spacy_sapbert.training.corpora import Document, read_pubtator
 from spacy_sapbert.training.ner.data import BC5CDR_LABELS, NCBI_LABELS
 from spacy_sapbert.training.ner.dictionary import annotated, annotation_rates
@@ -99,7 +100,7 @@ def drifted(keys: Set[Key], train: Mapping[Key, Tuple[int, int]], here: Mapping[
 def newer_descriptor(uid: str) -> bool:
     """A descriptor UI of ten characters (``D000077212``): newer than BC5CDR, whose 8,774 training descriptor IDs all
     have seven (``D001463``)."""
-    return uid.startswith("D0000") and len(uid) == 10
+    return uid.startswith("D") and is_newer_mesh(uid)
 
 
 def main() -> None:

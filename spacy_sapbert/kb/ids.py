@@ -58,6 +58,14 @@ def is_bare_mesh(value: str) -> bool:
     return bool(_BARE_MESH.match(value))
 
 
+def is_newer_mesh(concept_id: str) -> bool:
+    """Whether ``concept_id`` is a MeSH record with a ten-character UI (``D000075222``, ``C000591739``):
+    one MeSH made after the records with seven (the last descriptor with seven in MeSH 2024 is D066331,
+    the highest in BC5CDR D066126). BC5CDR (annotated with MeSH 2015) and NCBI disease (with MEDIC 2012)
+    name no such record: every MeSH ID of theirs has seven characters; BioRED (2022) names some."""
+    return len(concept_id) == 10 and is_bare_mesh(concept_id)
+
+
 def normalize_curie(raw: str) -> Optional[str]:
     """The canonical form of ``raw``, or None when its prefix is not one we know.
 

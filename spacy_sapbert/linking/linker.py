@@ -7,7 +7,8 @@ component, the CLI and the evaluation all call :meth:`Linker.link`, so they agre
 A mention may be restricted to concepts of some KB types (``types``; the pipe derives them
 from span labels through the ``label_to_types`` setting, :meth:`Linker.types_for`). The
 restriction is part of the search (:mod:`spacy_sapbert.linking.type_filter`), so a DISEASE mention
-whose nearest names are all chemicals still gets its best disease concepts.
+whose nearest names are all chemicals still gets its best disease concepts. So is ``skip_newer_mesh``
+(MeSH records of some types newer than the corpora's MeSH are never candidates of the search).
 
 Running text repeats mentions ("HCQ" ten times in an abstract, the same disease in
 every document of a corpus): identical normalised mentions of one call are encoded once,
@@ -66,7 +67,7 @@ class Linker:
         self._cache: "OrderedDict[Key, Found]" = OrderedDict()
         self.hits = 0
         self.misses = 0
-        self._type_filters = TypeFilters(kb, index)
+        self._type_filters = TypeFilters(kb, index, self._settings.skip_newer_mesh or ())
         self.calibration = calibration
         """Maps the cosine scores of :meth:`link` to probabilities of being right (then
         ``threshold`` is a probability); None: scores are cosines. :meth:`candidates` stays raw."""
@@ -89,6 +90,9 @@ class Linker:
         # a different k or re-scoring changes the candidates: drop them; a smaller cache drops its oldest entries
         if settings.k != self._settings.k or settings.rescore_gap != self._settings.rescore_gap:
             self.clear_cache()
+        if settings.skip_newer_mesh != self._settings.skip_newer_mesh:  # other rows searched: other candidates
+            self._type_filters = TypeFilters(self.kb, self.index, settings.skip_newer_mesh or ())
+            self._cache.clear()
         if settings.label_to_types != self._settings.label_to_types:
             self._label_types = None  # the cache is keyed by types, not labels: it stays
         self._settings = settings
@@ -227,7 +231,7 @@ class Linker:
         for text, types in missing:
             groups.setdefault(types, []).append(text)
         for types, group in groups.items():
-            rows = None if types is None else self._type_filters.rows(types)
+            rows = self._type_filters.rows(types)
             queries = vectors[[position[text] for text in group]]
             scores, hits = self.index.search(queries, min(self.k, len(self.index)), rows, texts=group)
             if self._settings.rescore_gap is not None and not self.index.exact_scores:

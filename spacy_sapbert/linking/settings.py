@@ -99,7 +99,7 @@ def _is_label_thresholds(value: Any) -> bool:
         _is_text(label) and threshold is not None and _is_threshold(threshold) for label, threshold in value.items()))
 
 
-def _is_label_list(value: Any) -> bool:
+def _is_name_list(value: Any) -> bool:
     return value is None or (isinstance(value, (list, tuple)) and all(_is_text(label) for label in value))
 
 
@@ -178,7 +178,10 @@ class LinkerSettings:
               "that label's spans (e.g. {\"CHEMICAL\": 0.9})", _is_label_thresholds, live=True)
     head_fallback: Optional[List[str]] = _setting(
         None, "null or a list of span labels (non-empty strings) whose spans without a concept are linked again "
-              "without their first word (e.g. [\"DISEASE\"])", _is_label_list, live=True)
+              "without their first word (e.g. [\"DISEASE\"])", _is_name_list, live=True)
+    skip_newer_mesh: Optional[List[str]] = _setting(
+        None, "null or a list of KB types (non-empty strings) whose MeSH records with ten-character UIs, newer than "
+              "the corpora's MeSH, the dense search skips (e.g. [\"Disease\"])", _is_name_list, live=True)
 
     def __post_init__(self) -> None:
         # Also when built directly (LinkerSettings(k=0)): an instance is always valid.
@@ -187,8 +190,9 @@ class LinkerSettings:
         object.__setattr__(self, "label_to_types", _copy_label_to_types(self.label_to_types))
         if self.label_thresholds is not None:  # a private copy, as label_to_types
             object.__setattr__(self, "label_thresholds", {k: float(v) for k, v in self.label_thresholds.items()})
-        if self.head_fallback is not None:
-            object.__setattr__(self, "head_fallback", list(self.head_fallback))
+        for listed in ("head_fallback", "skip_newer_mesh"):  # private copies, as label_to_types
+            if getattr(self, listed) is not None:
+                object.__setattr__(self, listed, list(getattr(self, listed)))
 
     @classmethod
     def from_config(cls, values: Mapping[str, Any], owner: str = DEFAULT_OWNER) -> "LinkerSettings":

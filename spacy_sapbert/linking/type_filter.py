@@ -16,6 +16,8 @@ from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.index.row_filter import RowFilter
 from spacy_sapbert.index.name_index import NameIndex
+from spacy_sapbert.kb.concept import ID_SEPARATOR
+from spacy_sapbert.kb.ids import is_newer_mesh
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 
 logger = logging.getLogger(__name__)
@@ -43,22 +45,40 @@ def as_type_set(types: Any, position: int) -> Optional[TypeSet]:
 class TypeFilters:
     """The :class:`RowFilter` of each type set over one index's rows, each built once (a pass
     over the KB's concepts and a mask over the rows) and kept: a pipe sees a handful of type
-    sets, one per span label."""
+    sets, one per span label.
 
-    def __init__(self, kb: KnowledgeBase, index: NameIndex) -> None:
+    ``skip_newer_mesh``: KB types whose concepts with a MeSH record of ten-character UI as primary ID
+    (:func:`~spacy_sapbert.kb.ids.is_newer_mesh`) no search returns; a concept that also has another
+    type searched for stays. BC5CDR, NCBI disease and CTD's MEDIC annotate with the MeSH of 2015 and
+    before: where MeSH 2024 has a newer, narrower descriptor ("Hemorrhagic Stroke", D000083302), the
+    search then finds the concept they use ("Stroke")."""
+
+    def __init__(self, kb: KnowledgeBase, index: NameIndex, skip_newer_mesh: Iterable[str] = ()) -> None:
         self.kb = kb
         self.index = index
-        self._filters: Dict[TypeSet, RowFilter] = {}
+        self.skip_newer_mesh = frozenset(skip_newer_mesh)
+        self._filters: Dict[Optional[TypeSet], RowFilter] = {}
 
-    def rows(self, types: TypeSet) -> RowFilter:
+    def rows(self, types: Optional[TypeSet]) -> Optional[RowFilter]:
+        """The rows a search for concepts of ``types`` (None: any) may return; None when that is every row."""
+        if types is None and not self.skip_newer_mesh:
+            return None
         found = self._filters.get(types)
         if found is None:
+            skipped = self.skip_newer_mesh
+
             def allowed(concept_id: str) -> bool:
                 found = self.kb.types_of(concept_id)
-                return found is not None and not types.isdisjoint(found)
+                if found is None:
+                    return False
+                if skipped and is_newer_mesh(concept_id.partition(ID_SEPARATOR)[0]):  # its primary ID
+                    found = tuple(t for t in found if t not in skipped)
+                    if not found:
+                        return False
+                return types is None or not types.isdisjoint(found)
 
             found = RowFilter(self.index.row_mask(allowed))
-            if found.count == 0:
+            if found.count == 0 and types is not None:
                 logger.warning("no concept of KB %r has any of the types %s (its types: %s): mentions restricted "
                                "to them get no candidates", self.kb.name, sorted(types), sorted(self.kb.all_types()))
             self._filters[types] = found

@@ -66,7 +66,7 @@ def settings_signature(returns: type) -> Callable[[Callable[..., Any]], Callable
     factory's signature (an unnamed key is an error), and the settings are named once, in
     :class:`LinkerSettings`. Renamed keys of older configs are named too, null when absent, and
     the candidate stages' keys (:data:`~spacy_sapbert.linking.stages.STAGE_CONFIG`).
-    A mapping- or list-valued setting (``label_to_types``, ``label_thresholds``, ``head_fallback``) is annotated ``Any``: spaCy's own
+    A mapping- or list-valued setting (``label_to_types``, ``label_thresholds``, ``head_fallback``, ``skip_newer_mesh``) is annotated ``Any``: spaCy's own
     check of a nested type would refuse ``{"DISEASE": "Disease"}`` with a pydantic message before the setting's rule could name it."""
 
     def decorate(factory: Callable[..., Any]) -> Callable[..., Any]:

@@ -54,6 +54,8 @@ BAD_SETTINGS = [
     ("label_thresholds", 0.9, "setting 'label_thresholds': expected null"),
     ("head_fallback", "DISEASE", "setting 'head_fallback': expected null or a list of span labels"),
     ("head_fallback", ["DISEASE", ""], "setting 'head_fallback': expected null or a list of span labels"),
+    ("skip_newer_mesh", "Disease", "setting 'skip_newer_mesh': expected null or a list of KB types"),
+    ("skip_newer_mesh", [1], "setting 'skip_newer_mesh': expected null or a list of KB types"),
 ]
 
 
@@ -133,6 +135,7 @@ def test_the_old_batch_size_key_is_read_as_encode_batch_size(nothing_heavy, capl
     ("label_to_types", {"GENE": ["Gene", "Protein"]}), ("label_to_types", {}),
     ("label_thresholds", None), ("label_thresholds", {"CHEMICAL": 0.9}), ("label_thresholds", {}),
     ("head_fallback", None), ("head_fallback", ["DISEASE"]), ("head_fallback", []),
+    ("skip_newer_mesh", None), ("skip_newer_mesh", ["Disease"]), ("skip_newer_mesh", []),
 ])
 def test_good_settings_are_accepted_without_loading_anything(setting, value, nothing_heavy):
     nlp = spacy.blank("en")
@@ -228,7 +231,8 @@ def test_missing_span_group_in_a_doc_without_groups_says_so(tiny_bert, tmp_path,
 LIVE_CHANGES = {"k": 3, "threshold": 0.5, "max_entities_per_mention": 2, "resolve_abbreviations": False,
                 "spans_key": "sc", "extension": "other_ents", "set_kb_id": False, "split_composites": True, "cache_size": 7,
                 "rerank_max_gap": 0.3, "rescore_gap": 0.0, "label_to_types": None,
-                "label_thresholds": {"DISEASE": 0.7}, "head_fallback": ["DISEASE"]}
+                "label_thresholds": {"DISEASE": 0.7}, "head_fallback": ["DISEASE"],
+                "skip_newer_mesh": ["Disease"]}
 """A value other than the default for each setting a loaded pipe follows."""
 LOAD_CHANGES = {"encode_batch_size": 8, "device": "cpu", "precision": "float32", "backend": "transformers",
                 "index_kind": "hnsw", "pooling": "cls", "max_length": 12,

@@ -208,8 +208,8 @@ def write_pipeline(nlp: Language, report: Dict[str, Any], output: PathLike, card
         build = {MARKER_KEY: {"format": PACKAGE_FORMAT, "pipeline": nlp.meta.get("name", PIPELINE_NAME)}, **report}
         (tmp / BUILD_FILE).write_text(json.dumps(build, indent=1) + "\n", encoding="utf-8")
         linker = nlp.get_pipe("sapbert_linker") if "sapbert_linker" in nlp.pipe_names else None
-        (tmp / "README.md").write_text(model_card(report, nlp.meta, card_extra, getattr(linker, "head_fallback", None)),
-                                       encoding="utf-8")
+        (tmp / "README.md").write_text(model_card(report, nlp.meta, card_extra, getattr(linker, "head_fallback", None),
+                                                  getattr(linker, "skip_newer_mesh", None)), encoding="utf-8")
         check_package_output(output, overwrite)  # the build took minutes: the folder may have changed meanwhile
     return report
 

@@ -105,10 +105,21 @@ def head_fallback_sentence(labels: Optional[Sequence[str]]) -> str:
             "(`head_fallback`).")
 
 
+def skip_newer_mesh_sentence(types: Optional[Sequence[str]]) -> str:
+    """The card's word on the linker's ``skip_newer_mesh`` (its KB types, from the pipeline's config), if it has any."""
+    if not types:
+        return ""
+    return (f" The search skips the {' and '.join(types)} concepts that are MeSH records with ten-character UIs, newer "
+            "than the MeSH that BC5CDR, NCBI disease and CTD's MEDIC annotate with: \"hemorrhagic stroke\" links to "
+            "Stroke, not to MeSH 2024's Hemorrhagic Stroke; an annotated wording keeps its annotators' concept "
+            "(`skip_newer_mesh`).")
+
+
 def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "",
-               head_fallback: Optional[Sequence[str]] = None) -> str:
+               head_fallback: Optional[Sequence[str]] = None, skip_newer_mesh: Optional[Sequence[str]] = None) -> str:
     """The embedded default's README: what ``report`` (the build's measurements) and ``meta`` say, and the
-    linker's ``head_fallback`` labels, which live in the pipeline's config rather than in the report."""
+    linker's ``head_fallback`` labels and ``skip_newer_mesh`` types, which live in the pipeline's config rather
+    than in the report."""
     pq, cal = report.get("pq_vs_exact", {}), report.get("calibration")
     dictionary, annotated, build_annotations = _annotation_parts(report)
     lines: List[str] = [
@@ -135,7 +146,8 @@ def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "",
             "exact" if report['index_params'].get("refine_m") else "") + ")" + (
             f"; the candidates within {report['rescore_gap']:g} of a span's best score are scored exactly by "
             "encoding their names (`rescore_gap`)" if report.get("rescore_gap") is not None else "") + "." + (
-            _threshold_sentence(report, cal) if cal else "") + head_fallback_sentence(head_fallback) + annotated, "",
+            _threshold_sentence(report, cal) if cal else "") + head_fallback_sentence(head_fallback)
+        + skip_newer_mesh_sentence(skip_newer_mesh) + annotated, "",
         "## Build", "",
         "```bash\nspacy project run kb && spacy project run ner\n"
         "spacy project run default-finetune && spacy project run package" + (

@@ -197,7 +197,7 @@ def package_settings(
     overwrite: SwapOverwriteOption = False,
 ) -> None:
     """Set linker settings of a packaged default (those a loaded pipe follows, such as split_composites,
-    label_thresholds, head_fallback): its config, build report and model card are written again, every part is
+    label_thresholds, head_fallback, skip_newer_mesh): its config, build report and model card are written again, every part is
     copied byte for byte."""
     from .settings import set_linker_settings
 

@@ -1,8 +1,8 @@
 """Set linker settings of a packaged default (``sapbert package-settings``).
 
 Some of the default's choices live in its ``config.cfg`` rather than in any part a ``package-*`` step
-writes: ``split_composites``, the per-label thresholds (``label_thresholds``) and ``head_fallback``, each
-chosen on the development sets (docs/ner.md). Written by hand they would be lost by a rebuild from the
+writes: ``split_composites``, the per-label thresholds (``label_thresholds``), ``head_fallback`` and
+``skip_newer_mesh``, each chosen on the development sets (docs/ner.md). Written by hand they would be lost by a rebuild from the
 project's steps; this step sets them, checked as the pipe checks any setting, and records them in the
 build report, whose model card says what they are. Every component folder is copied byte for byte: only
 ``config.cfg``, ``build.json`` and the card are written again.

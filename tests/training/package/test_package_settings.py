@@ -29,14 +29,15 @@ def test_settings_are_set_recorded_and_the_parts_kept(tmp_path):
     assert linker.head_fallback is None and linker.label_thresholds == {"CHEMICAL": 0.85, "DISEASE": 0.7}
     assert linker.split_composites is True  # not asked: the default's, kept
     report = json.loads((out / "build.json").read_text(encoding="utf-8"))
-    # the settings given, over those an earlier run recorded (the default's split_composites)
-    assert report["linker_settings"] == {"split_composites": True, "head_fallback": None,
+    # the settings given, over those an earlier run recorded (the default's split_composites, skip_newer_mesh)
+    assert report["linker_settings"] == {"split_composites": True, "head_fallback": None, "skip_newer_mesh": ["Disease"],
                                          "label_thresholds": {"CHEMICAL": 0.85, "DISEASE": 0.7}}
     labels = report["default_threshold"]["labels"]
     assert labels["DISEASE"] == {"value": 0.7, "chosen_for": "a test's choice"}
     assert labels["CHEMICAL"] == {"value": 0.85, "chosen_for": "the best CHEMICAL document F1 there"}  # the earlier reason
     card = (out / "README.md").read_text(encoding="utf-8")
     assert "0.7 for DISEASE spans (`label_thresholds`, a test's choice)" in card and "`head_fallback`" not in card
+    assert "`skip_newer_mesh`" in card
     default = Path(DEFAULT_PIPELINE)
     for part in ("sapbert_ner", "dictionary_entities", "sapbert_linker"):
         assert _digests(out / part) == _digests(default / part), part
