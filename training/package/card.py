@@ -112,7 +112,7 @@ def skip_newer_mesh_sentence(types: Optional[Sequence[str]]) -> str:
     return (f" The search skips the {' and '.join(types)} concepts that are MeSH records with ten-character UIs, newer "
             "than the MeSH that BC5CDR, NCBI disease and CTD's MEDIC annotate with: \"hemorrhagic stroke\" links to "
             "Stroke, not to MeSH 2024's Hemorrhagic Stroke; an annotated wording keeps its annotators' concept "
-            "(`skip_newer_mesh`).")
+            "(`skip_newer_mesh`; null gives MeSH 2024's).")
 
 
 def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "",
