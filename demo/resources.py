@@ -16,7 +16,7 @@ from typing import List, Optional, Union
 
 from spacy.language import Language
 
-from spacy_sapbert.default import DEFAULT_PIPELINE
+from spacy_sapbert.default import DEFAULT_PIPELINE, LINKER_PIPE
 from spacy_sapbert.encoding.encoder import MINILM_ALIASES
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
@@ -28,7 +28,6 @@ from .spaces import EmbeddingSpace
 logger = logging.getLogger(__name__)
 
 PathLike = Union[str, Path]
-LINKER_FACTORY = "sapbert_linker"
 # Factories whose output is doc.ents: a pipeline with one of these has its own NER.
 NER_FACTORIES = frozenset({"ner", "beam_ner", "sapbert_ner", "entity_ruler", "span_ruler", "spancat",
                            "spancat_singlelabel"})
@@ -72,9 +71,9 @@ class DemoResources:
 
 def find_linker(nlp: Language) -> str:
     """The name of the ``sapbert_linker`` pipe of ``nlp``."""
-    names = [name for name in nlp.pipe_names if nlp.get_pipe_meta(name).factory == LINKER_FACTORY]
+    names = [name for name in nlp.pipe_names if nlp.get_pipe_meta(name).factory == LINKER_PIPE]
     if not names:
-        raise InputError(f"the pipeline has no {LINKER_FACTORY!r} component (pipes: {nlp.pipe_names})",
+        raise InputError(f"the pipeline has no {LINKER_PIPE!r} component (pipes: {nlp.pipe_names})",
                          field="pipeline")
     return names[0]
 
@@ -174,7 +173,7 @@ def build_pipeline(model: str, kb: PathLike, index: Optional[PathLike] = None, n
     if ner is not None and not Path(ner).exists():
         raise InputError("NER pipeline folder not found", ner, field="ner")
     nlp = spacy.load(ner) if ner is not None else scispacy_blank("en")
-    pipe = nlp.add_pipe(LINKER_FACTORY, config={
+    pipe = nlp.add_pipe(LINKER_PIPE, config={
         "model": str(model), "kb": str(kb_path), "index": str(index) if index else None, "device": device,
         "threshold": None, "max_entities_per_mention": MAX_K,
     })

@@ -31,6 +31,7 @@ import collections
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Sequence, Set, Tuple
 
+from spacy_sapbert.default import LINKER_PIPE
 from spacy_sapbert.kb.ids import is_newer_mesh
 from spacy_sapbert.training.corpora import Document, read_pubtator
 from spacy_sapbert.training.ner.data import BC5CDR_LABELS, NCBI_LABELS
@@ -115,7 +116,7 @@ def main() -> None:
     import spacy_sapbert
 
     nlp = spacy.load(args.pipeline) if args.pipeline else spacy_sapbert.load()
-    linker = nlp.get_pipe("sapbert_linker")
+    linker = nlp.get_pipe(LINKER_PIPE)
     kb = linker.kb
     documents = list(read_pubtator(args.corpus))
     label_map, labels = corpus_labels(documents)

@@ -16,8 +16,10 @@ from typing import Any
 
 from spacy_sapbert.errors import InputError
 
+LINKER_PIPE = "sapbert_linker"
+"""The linker's factory name, and its pipe's name in the embedded default and in every pipeline the project builds."""
 DEFAULT_PIPELINE = Path(__file__).resolve().parent / "data" / "default"
-DEFAULT_LINKER = DEFAULT_PIPELINE / "sapbert_linker"
+DEFAULT_LINKER = DEFAULT_PIPELINE / LINKER_PIPE
 DEFAULT_MODEL = "sapbert-default"
 """Model name that stands for the embedded default's encoder (``<pipeline>/sapbert_linker/encoder``)."""
 

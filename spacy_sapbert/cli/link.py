@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 import typer
 
 from spacy_sapbert.cli.options import DeviceOption, IndexOption, KbOption, ModelOption
-from spacy_sapbert.default import DEFAULT_MODEL
+from spacy_sapbert.default import DEFAULT_MODEL, LINKER_PIPE
 from spacy_sapbert.errors import exit_on_input_error
 from spacy_sapbert.pipes.loading import load_pipeline
 
@@ -87,10 +87,10 @@ def link_texts(texts: Sequence[str], nlp: "Language", kb: Optional[Path], model:
     if not linkers:
         if kb is None:
             raise typer.BadParameter("the pipeline has no sapbert_linker: give --kb", param_hint="--kb")
-        nlp.add_pipe("sapbert_linker", config={
+        nlp.add_pipe(LINKER_PIPE, config={
             "kb": str(kb), "model": model, "index": str(index) if index else None, "k": k, "threshold": threshold,
             "max_entities_per_mention": top, "device": device or "auto"})
-        linkers = [nlp.get_pipe("sapbert_linker")]
+        linkers = [nlp.get_pipe(LINKER_PIPE)]
     linker = linkers[-1]
     rows: List[Row] = []
     for text, doc in zip(texts, nlp.pipe(texts)):

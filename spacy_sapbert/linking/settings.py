@@ -20,14 +20,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from spacy_sapbert.default import DEFAULT_MODEL
+from spacy_sapbert.default import DEFAULT_MODEL, LINKER_PIPE
 from spacy_sapbert.encoding.encoder import BACKENDS, DEFAULT_BATCH_SIZE, DTYPE_CHOICES, POOLINGS, check_dtype
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.index.kinds import INDEX_KINDS
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_OWNER = "sapbert_linker"
+DEFAULT_OWNER = LINKER_PIPE
 DEFAULT_K = 25
 DEFAULT_MAX_ENTITIES = 5
 DEFAULT_CACHE_SIZE = 10_000

@@ -35,6 +35,7 @@ from spacy_sapbert.linking.calibration import Calibration
 from spacy_sapbert.pipes.linker_parts import (cfg_calibration, configured_annotated_names, configured_encoder,
                                               configured_parts, configured_reranking, part_writers, read_parts)
 from spacy_sapbert.encoding.encoder import Encoder
+from spacy_sapbert.default import LINKER_PIPE
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.index.name_index import NameIndex
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
@@ -66,7 +67,7 @@ class SapBertLinker(Pipe):
     one goes through :meth:`configure`.
     """
 
-    def __init__(self, nlp: Language, name: str = "sapbert_linker", **settings: Any) -> None:
+    def __init__(self, nlp: Language, name: str = LINKER_PIPE, **settings: Any) -> None:
         # first, before anything is set or loaded: a bad setting is reported as the pipe is added
         stages = {key: settings.pop(key, None) for key in DEFAULT_STAGES}
         check_stages({key: stage for key, stage in stages.items() if stage is not None}, name)
@@ -309,7 +310,7 @@ class SapBertLinker(Pipe):
         return self
 
 
-@Language.factory("sapbert_linker", default_config={**FACTORY_DEFAULT_CONFIG, **STAGE_CONFIG},
+@Language.factory(LINKER_PIPE, default_config={**FACTORY_DEFAULT_CONFIG, **STAGE_CONFIG},
                   assigns=["span._.kb_ents", "span._.kb_ents_parts", "token.ent_kb_id"])
 @settings_signature(SapBertLinker)
 def make_sapbert_linker(nlp: Language, name: str, **settings: Any) -> SapBertLinker:

@@ -23,6 +23,7 @@ from spacy.pipeline import Pipe
 from spacy.tokens import Doc
 from spacy.util import minibatch
 
+from spacy_sapbert.default import LINKER_PIPE
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.ner import model_files
 from spacy_sapbert.ner.model_files import as_backend, word_table
@@ -155,7 +156,7 @@ class TransformerNER(Pipe):
         raise InputError(f"this NER takes its word-piece table from the {source!r} pipe's encoder, and that table "
                          f"{lacks} (pipes: {self.nlp.component_names}; saved encoder looked for in {saved})", where)
 
-    def share_word_embeddings(self, source: str = "sapbert_linker") -> bool:
+    def share_word_embeddings(self, source: str = LINKER_PIPE) -> bool:
         """Save this model without its word-piece table when pipe ``source``'s encoder has the same one
         (a NER trained with frozen embeddings from the linker's encoder); True if it does."""
         own = word_table(self._ready().model)

@@ -21,6 +21,7 @@ import numpy as np
 
 from spacy_sapbert.linking.calibration import (Calibration, candidate_features, fit_calibration, reliability_curve,
                                        threshold_for_precision)
+from spacy_sapbert.default import LINKER_PIPE
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb.matching import is_gold
 
@@ -28,7 +29,6 @@ from ..corpora import read_pubtator
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
-LINKER = "sapbert_linker"
 
 
 @dataclass(frozen=True)
@@ -54,12 +54,12 @@ def link_gold_spans(nlp: Any, corpus: PathLike, candidates: int = 5) -> List[Lin
 
     from spacy.util import filter_spans
 
-    pipe = nlp.get_pipe(LINKER)
+    pipe = nlp.get_pipe(LINKER_PIPE)
     before = pipe.settings
     pipe.configure(threshold=None, max_entities_per_mention=candidates)
     calibration, pipe.calibration = getattr(pipe, "calibration", None), None
     kb = pipe.kb
-    before_linker = [name for name, _ in nlp.pipeline if name not in ("ner", LINKER)]
+    before_linker = [name for name, _ in nlp.pipeline if name not in ("ner", LINKER_PIPE)]
     out: List[LinkedSpan] = []
     try:
         documents = list(read_pubtator(corpus))
@@ -170,10 +170,10 @@ def apply_calibration(nlp: Any, calibration: Calibration, threshold: float) -> f
     precision it was chosen for still holds), both on the pipe and in ``nlp``'s config, which is
     what ``nlp.to_disk`` saves; the rounded threshold is returned."""
     rounded = math.ceil(threshold * 1e4) / 1e4
-    pipe = nlp.get_pipe(LINKER)
+    pipe = nlp.get_pipe(LINKER_PIPE)
     pipe.calibration = calibration
     pipe.threshold = rounded
-    nlp.get_pipe_config(LINKER)["threshold"] = rounded
+    nlp.get_pipe_config(LINKER_PIPE)["threshold"] = rounded
     return rounded
 
 

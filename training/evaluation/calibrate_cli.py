@@ -11,6 +11,7 @@ from typing import Optional
 
 import typer
 
+from spacy_sapbert.default import LINKER_PIPE
 from spacy_sapbert.errors import InputError, exit_on_input_error
 
 logger = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ def calibrate_command(
                              field="--output")
         check_new_file(report, overwrite, [corpus, Path(pipeline)], option="--report")
         nlp = load_pipeline(pipeline, None)
-        linker = nlp.get_pipe("sapbert_linker")
+        linker = nlp.get_pipe(LINKER_PIPE)
         # a calibrated pipeline's own threshold gets its row in the curve: what it keeps as it is
         # (and each label's own threshold, a row of that label's spans)
         calibrated = linker.calibration is not None

@@ -22,6 +22,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from spacy.language import Language
 from tqdm import tqdm
 
+from spacy_sapbert.default import LINKER_PIPE
+
 from ..corpora import read_pubtator
 from .data import BC5CDR_LABELS, NCBI_LABELS
 
@@ -182,7 +184,7 @@ def linker_label_types(pipeline: Path, labels: Sequence[str], flag: str = "--gro
     from spacy_sapbert.linking.settings import DEFAULT_LABEL_TO_TYPES
 
     config = load_config(pipeline / "config.cfg")
-    linker = next((c for c in config["components"].values() if c.get("factory") == "sapbert_linker"), {})
+    linker = next((c for c in config["components"].values() if c.get("factory") == LINKER_PIPE), {})
     label_to_types = dict(linker.get("label_to_types", DEFAULT_LABEL_TO_TYPES) or {})  # absent: the factory's
     for label in labels:
         if label not in label_to_types:

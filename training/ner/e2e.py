@@ -25,6 +25,7 @@ from spacy.tokens import Doc
 import spacy.util
 from spacy.util import filter_spans
 
+from spacy_sapbert.default import LINKER_PIPE
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.kb.matching import concept_key
@@ -35,7 +36,6 @@ from .scores import PRF, check_report_path
 logger = logging.getLogger(__name__)
 
 PathLike = Union[str, Path]
-LINKER_PIPE = "sapbert_linker"
 NER_PIPE = "sapbert_ner"
 ABBREVIATION_PIPE = "abbreviation_detector"
 ABBREVIATION_ENTITIES_PIPE = "abbreviation_entities"

@@ -26,6 +26,7 @@ from spacy.language import Language
 from spacy.tokens import Doc
 from tqdm import tqdm
 
+from spacy_sapbert.default import LINKER_PIPE
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.kb.matching import concept_key
 from spacy_sapbert.pipes.linker_spans import parts_extension
@@ -95,14 +96,14 @@ def thresholds_at(pipe: Any, threshold: Optional[float]) -> Iterator[None]:
 
 
 def collect(nlp: Language, documents: Sequence[Document], labels: Sequence[str],
-            kb: Optional[KnowledgeBase], linker: str = "sapbert_linker", at_zero: bool = True) -> List[Entity]:
+            kb: Optional[KnowledgeBase], linker: str = LINKER_PIPE, at_zero: bool = True) -> List[Entity]:
     """Run the pipeline on the raw texts, the linker's thresholds at 0 (restored after; every threshold can
     then be scored from this run) or, with ``at_zero`` False, at its own (exactly what a user gets)."""
     return collect_runs(nlp, documents, labels, kb, linker, (at_zero,))[0]
 
 
 def collect_runs(nlp: Language, documents: Sequence[Document], labels: Sequence[str], kb: Optional[KnowledgeBase],
-                 linker: str = "sapbert_linker", at_zero: Sequence[bool] = (False, True),
+                 linker: str = LINKER_PIPE, at_zero: Sequence[bool] = (False, True),
                  at_thresholds: Sequence[float] = ()) -> List[List[Entity]]:
     """:func:`collect` once per ``at_zero`` setting, then once with every label at each of ``at_thresholds``
     (a sweep); the pipes before the linker run once for all of them.

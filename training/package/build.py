@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Union
 import numpy as np
 
 from spacy_sapbert.util.atomic import atomic_dir, check_replaceable, remove_stale_temps
+from spacy_sapbert.default import LINKER_PIPE
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.index.name_index import is_index_folder
 
@@ -162,7 +163,7 @@ def check_threshold(threshold: Optional[float]) -> None:
 
 
 def set_default_threshold(nlp: Language, report: Dict[str, Any], threshold: Optional[float], reason: str = "",
-                          linker: str = "sapbert_linker") -> None:
+                          linker: str = LINKER_PIPE) -> None:
     """Make ``threshold`` the linker's default (its config and the build report, which the model card
     reads): the end-to-end choice made on dev (`sapbert ner-e2e --sweep`), beside the calibration's
     high-precision one. ``None`` leaves both as they are."""
@@ -207,7 +208,7 @@ def write_pipeline(nlp: Language, report: Dict[str, Any], output: PathLike, card
             for p in tmp.iterdir() if p.is_dir()}
         build = {MARKER_KEY: {"format": PACKAGE_FORMAT, "pipeline": nlp.meta.get("name", PIPELINE_NAME)}, **report}
         (tmp / BUILD_FILE).write_text(json.dumps(build, indent=1) + "\n", encoding="utf-8")
-        linker = nlp.get_pipe("sapbert_linker") if "sapbert_linker" in nlp.pipe_names else None
+        linker = nlp.get_pipe(LINKER_PIPE) if LINKER_PIPE in nlp.pipe_names else None
         (tmp / "README.md").write_text(model_card(report, nlp.meta, card_extra, getattr(linker, "head_fallback", None),
                                                   getattr(linker, "skip_newer_mesh", None)), encoding="utf-8")
         check_package_output(output, overwrite)  # the build took minutes: the folder may have changed meanwhile
@@ -262,7 +263,7 @@ def build_default_pipeline(ner: PathLike, model: PathLike, kb_path: PathLike, ou
     if probe_mentions:
         queries = encoder.encode(list(dict.fromkeys(probe_mentions)))
         report["pq_vs_exact"] = agreement(exact, compact, queries)
-    linker = nlp.add_pipe("sapbert_linker", config={"model": str(model), "kb": str(kb_path), "device": "auto",
+    linker = nlp.add_pipe(LINKER_PIPE, config={"model": str(model), "kb": str(kb_path), "device": "auto",
                                                     "rescore_gap": DEFAULT_RESCORE_GAP})
     linker.use(encoder, kb, compact)
     nlp.meta.update({

@@ -14,9 +14,9 @@ import logging
 from pathlib import Path
 from typing import Any, Dict, Mapping, Optional, Union
 
+from spacy_sapbert.default import LINKER_PIPE
 from spacy_sapbert.errors import InputError
 
-from ..evaluation.abstention import LINKER
 from .build import package_report, write_pipeline
 
 logger = logging.getLogger(__name__)
@@ -36,9 +36,9 @@ def set_linker_settings(pipeline: PathLike, settings: Mapping[str, Any], output:
     if not settings:
         raise InputError("no setting given: nothing to change", field="--set")
     nlp = spacy.load(pipeline)
-    if LINKER not in nlp.pipe_names:
-        raise InputError(f"needs a {LINKER} pipe", pipeline)
-    linker = nlp.get_pipe(LINKER)
+    if LINKER_PIPE not in nlp.pipe_names:
+        raise InputError(f"needs a {LINKER_PIPE} pipe", pipeline)
+    linker = nlp.get_pipe(LINKER_PIPE)
     linker.configure(**settings)  # each value checked by the setting's own rule, named in the error
     label_thresholds = linker.settings.label_thresholds or {}
     unknown = sorted(set(label_reasons or {}) - set(label_thresholds))

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
+from spacy_sapbert.default import LINKER_PIPE
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.linking.annotated_names import AnnotatedNames
 from spacy_sapbert.ner.name_growth import NameGrowth, read_grow_names
@@ -22,7 +23,6 @@ from .build import NER_PIPES, package_report, write_pipeline
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
 RULER = "dictionary_entities"
-LINKER = "sapbert_linker"
 LINKER_KEPT = ("encoder", "index", "kb.jsonl.gz", "cfg.json")
 """The linker's parts that stay byte for byte (the table is the one new file)."""
 
@@ -48,10 +48,10 @@ def add_annotations(pipeline: PathLike, names: PathLike, patterns: PathLike, out
             raise InputError("file not found", path)
     nlp = spacy.load(pipeline)
     ner = next((n for n in nlp.pipe_names if n in NER_PIPES), None)
-    if ner is None or LINKER not in nlp.pipe_names:
-        raise InputError(f"needs a NER ({' or '.join(NER_PIPES)}) and a {LINKER}", pipeline)
+    if ner is None or LINKER_PIPE not in nlp.pipe_names:
+        raise InputError(f"needs a NER ({' or '.join(NER_PIPES)}) and a {LINKER_PIPE}", pipeline)
     table = AnnotatedNames.from_disk(names)
-    nlp.get_pipe(LINKER).annotated_table = table
+    nlp.get_pipe(LINKER_PIPE).annotated_table = table
     if RULER in nlp.pipe_names:
         nlp.remove_pipe(RULER)
     ruler = nlp.add_pipe(RULER, after=ner, config={"extend": extend})
@@ -69,8 +69,8 @@ def add_annotations(pipeline: PathLike, names: PathLike, patterns: PathLike, out
                              "exclusions_file": str(exclusions) if exclusions else None,
                              "grow_names": len(growth), "grow_names_file": str(grow_names) if grow_names else None,
                              "seconds": round(time.perf_counter() - started, 1)}
-    keep = [n for n in nlp.pipe_names if n not in (RULER, LINKER) and (pipeline / n).is_dir()]
-    keep += [f"{LINKER}/{part}" for part in LINKER_KEPT if (pipeline / LINKER / part).exists()]
+    keep = [n for n in nlp.pipe_names if n not in (RULER, LINKER_PIPE) and (pipeline / n).is_dir()]
+    keep += [f"{LINKER_PIPE}/{part}" for part in LINKER_KEPT if (pipeline / LINKER_PIPE / part).exists()]
     write_pipeline(nlp, report, output, card_extra, overwrite, keep_from=pipeline, keep=keep)
     logger.info("%s: %d ruler patterns after %s, %d annotated wordings in the linker", output, len(found), ner,
                 len(table))

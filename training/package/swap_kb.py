@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Optional, Sequence, Union
 
 from spacy_sapbert.pipes.linker_parts import ENCODER_DIR
+from spacy_sapbert.default import LINKER_PIPE
 from spacy_sapbert.errors import InputError
 
-from ..evaluation.abstention import LINKER
 from .build import (agreement, check_exact_index, check_package_output, check_threshold, exact_index_for,
                     package_report, set_default_threshold, write_pipeline)
 
@@ -58,9 +58,9 @@ def replace_kb(pipeline: PathLike, kb_path: PathLike, output: PathLike, *, exact
         check_exact_index(Path(exact_index), overwrite)
     report = _carried_report(earlier, kb_path, kb_description)
     nlp = spacy.load(pipeline)
-    if LINKER not in nlp.pipe_names:
-        raise InputError(f"no {LINKER} component", pipeline)
-    linker = nlp.get_pipe(LINKER)
+    if LINKER_PIPE not in nlp.pipe_names:
+        raise InputError(f"no {LINKER_PIPE} component", pipeline)
+    linker = nlp.get_pipe(LINKER_PIPE)
     encoder, previous = linker.encoder, linker.index
     kb = KnowledgeBase.from_jsonl(kb_path)
     exact = exact_index_for(kb, encoder, exact_index, reuse_exact, overwrite)
@@ -96,11 +96,11 @@ def replace_kb(pipeline: PathLike, kb_path: PathLike, output: PathLike, *, exact
                    "kb_swap_seconds": round(time.perf_counter() - started, 1)})
     # the setting records where the KB came from; set last, as a changed setting (the threshold) writes the
     # pipe's settings, its old KB path included, back into the config
-    nlp.get_pipe_config(LINKER)["kb"] = str(kb_path)
+    nlp.get_pipe_config(LINKER_PIPE)["kb"] = str(kb_path)
     # the vocab too: linking the calibration corpus put its words into the string store
-    keep = [n for n in [*nlp.pipe_names, "vocab"] if n != LINKER and (pipeline / n).is_dir()]
+    keep = [n for n in [*nlp.pipe_names, "vocab"] if n != LINKER_PIPE and (pipeline / n).is_dir()]
     write_pipeline(nlp, report, output, card_extra, overwrite, keep_from=pipeline,
-                   keep=keep + [f"{LINKER}/{ENCODER_DIR}"])
+                   keep=keep + [f"{LINKER_PIPE}/{ENCODER_DIR}"])
     if stale_calibration:
         logger.warning("the calibration in %s was fitted on the previous KB's scores: fit it again "
                        "(--calibrate-on, or `sapbert calibrate`)", output)

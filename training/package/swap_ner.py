@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
+from spacy_sapbert.default import LINKER_PIPE
 from spacy_sapbert.errors import InputError
 
 from .build import NER_PIPES, package_report, set_default_threshold, write_pipeline
@@ -103,7 +104,7 @@ def replace_ner(pipeline: PathLike, ner: PathLike, output: PathLike, card_extra:
         pipe = nlp.get_pipe("sapbert_ner")
         report["ner_layers"] = len(pipe._ready().model.encoder.encoder.layer)
         pipe.nlp = nlp  # it came from `source`: the table it may share is this pipeline's linker's
-        report["ner_shares_word_embeddings"] = pipe.share_word_embeddings("sapbert_linker")
+        report["ner_shares_word_embeddings"] = pipe.share_word_embeddings(LINKER_PIPE)
         settings_file = Path(ner) / "sapbert_ner" / "tagger.json"
         training = training_record(settings_file)  # read once for both
         report["ner_teacher"] = ner_teacher(settings_file, training)

@@ -26,6 +26,7 @@ import numpy as np
 import spacy
 import torch
 
+from spacy_sapbert.default import LINKER_PIPE
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.encoding.modelfiles import resolve_model_path
 from spacy_sapbert.ner import model as tagger_model
@@ -54,7 +55,7 @@ def base_encoder_folder(base_model: str) -> Path:
     if base_model == DEFAULT_BASE:
         from spacy_sapbert.default import DEFAULT_PIPELINE
 
-        return Path(DEFAULT_PIPELINE) / "sapbert_linker" / "encoder"
+        return Path(DEFAULT_PIPELINE) / LINKER_PIPE / "encoder"
     resolved = resolve_model_path(base_model)
     if not isinstance(resolved, Path):
         raise InputError(f"{base_model!r} is not a local BERT folder (the NER trainer reads safetensors folders)",
@@ -285,7 +286,7 @@ class NerTrainer(CheckpointedRun):
 def is_ner_output(folder: Path) -> bool:
     """A folder that :func:`write_pipeline` wrote: the NER's files and no other pipe's (a whole pipeline, the
     embedded default say, also holds ``sapbert_ner/tagger.json`` but is no earlier output to replace)."""
-    return (folder / "sapbert_ner" / tagger_model.SETTINGS_FILE).is_file() and not (folder / "sapbert_linker").exists()
+    return (folder / "sapbert_ner" / tagger_model.SETTINGS_FILE).is_file() and not (folder / LINKER_PIPE).exists()
 
 
 def write_pipeline(model: torch.nn.Module, tokenizer_folder: Path, tags: Sequence[str], gazetteer, output: Path,

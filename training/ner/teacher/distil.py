@@ -34,6 +34,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+from spacy_sapbert.default import LINKER_PIPE
 from spacy_sapbert.ner import model as tagger_model
 from spacy_sapbert.util.devices import resolve_device
 
@@ -45,7 +46,6 @@ from .soft_labels import SoftLabels
 logger = logging.getLogger("distil")
 MODEL_DIR = "model"
 LOG_FILE = "distil_log.json"
-SHARED_FROM = "sapbert_linker"
 """The pipe whose encoder holds the word-piece table in the default pipeline (the table is frozen)."""
 
 
@@ -198,7 +198,7 @@ def distil(args: argparse.Namespace) -> Dict:
               "device": torch.cuda.get_device_name(0) if device.type == "cuda" else "cpu", "torch": torch.__version__,
               "seconds": round(time.perf_counter() - started, 1)}
     tagger_model.save(model.cpu(), Path(args.encoder), inputs.tags, output / MODEL_DIR, dtype=torch.float16,
-                      extra={"shapes": False, "styles": [], "training": record}, shared_from=SHARED_FROM)
+                      extra={"shapes": False, "styles": [], "training": record}, shared_from=LINKER_PIPE)
     (output / LOG_FILE).write_text(json.dumps(record, indent=1), encoding="utf-8")
     logger.info("best epoch %d: %s", best["epoch"], json.dumps(best["dev"]))
     return record
