@@ -44,7 +44,7 @@ NER_CARD = {
     "sapbert_ner": "- `sapbert_ner`: CHEMICAL and DISEASE, the project's MiniLM fine-tuned as a token tagger with "
                    "KB-name features (MeSH with its supplementary records, DrugBank, MEDIC, open-biomed: "
                    "mesh-medic-chem and open-biomed), trained on BC5CDR train + NCBI disease train "
-                   "(`spacy project run ner`); scispaCy's tokenizer with hyphen splitting.",
+                   "(`spacy project run ner`); scispaCy's tokenizer with hyphen splitting (\"(NTG)-induced\" too).",
     "ner": "- `tok2vec` + `ner`: CHEMICAL and DISEASE, trained by `spacy project run ner-train-tok2vec` "
            "(configs/ner.cfg) on BC5CDR train + NCBI disease train; scispaCy's tokenizer with hyphen splitting.",
 }
