@@ -155,6 +155,11 @@ def wait_for(condition, timeout=240.0):
     return False
 
 
+def done_markers(markers: Path) -> list:
+    """The shards' finished markers; a marker still being written is a hidden temporary file beside them."""
+    return [p for p in markers.iterdir() if not p.name.startswith(".")] if markers.is_dir() else []
+
+
 def test_killed_workers_and_driver_lose_and_duplicate_nothing(cluster, pipeline, tmp_path):
     source = write_docs(tmp_path / "docs.jsonl", 3000)
     out = tmp_path / "out"
@@ -163,11 +168,11 @@ def test_killed_workers_and_driver_lose_and_duplicate_nothing(cluster, pipeline,
 
     # 1. kill -9 an actor mid-run: Ray restarts it and retries its shard; the run completes
     driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert wait_for(lambda: markers.is_dir() and len(list(markers.iterdir())) >= 2), "no shard finished"
+    assert wait_for(lambda: len(done_markers(markers)) >= 2), "no shard finished"
     workers = map_workers()
     assert workers, "no Ray Data actor process found"
     os.kill(workers[0], signal.SIGKILL)
-    killed_at = len(list(markers.iterdir()))
+    killed_at = len(done_markers(markers))
     stdout, stderr = driver.communicate(timeout=600)
     shards = len(json.loads((out / "manifest.json").read_text())["shards"])
     assert killed_at < shards, "the actor was killed after the last shard: nothing was tested"
@@ -179,13 +184,12 @@ def test_killed_workers_and_driver_lose_and_duplicate_nothing(cluster, pipeline,
     # 2. kill -9 the driver mid-run (its actors go with it), then run the same command again
     shutil.rmtree(out)
     driver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    assert wait_for(lambda: markers.is_dir() and len(list(markers.iterdir())) >= 3), "no shard finished"
+    assert wait_for(lambda: len(done_markers(markers)) >= 3), "no shard finished"
     driver.send_signal(signal.SIGKILL)
     driver.wait()
     # its actors go with it, but not at once: one may still finish a shard, so count once they are gone
     assert wait_for(lambda: not map_workers(), timeout=120), "the killed driver's actors are still running"
-    finished = {p.name: (out / p.name).with_suffix(".jsonl").stat().st_ino for p in markers.iterdir()
-                if not p.name.startswith(".")}
+    finished = {p.name: (out / p.name).with_suffix(".jsonl").stat().st_ino for p in done_markers(markers)}
     assert 3 <= len(finished) < shards
     again = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
