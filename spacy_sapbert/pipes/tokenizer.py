@@ -54,7 +54,7 @@ def create_scispacy_tokenizer(split_hyphens: bool = False) -> Callable[[Language
     slash between a letter or digit and a letter ("cocaine-induced" -> "cocaine", "-", "induced"),
     as the tokenised releases of BC5CDR and NCBI do: about 16% of BC5CDR's chemical mentions
     end at such a hyphen and are out of reach of scispaCy's tokenisation. It also cuts a short form
-    in parentheses off the hyphenated word after it (:data:`SHORT_FORM_PREFIXES`: "(NTG)-induced", 37
+    in parentheses off the hyphenated word after it (:data:`SHORT_FORM_PREFIXES`: "(NTG)-induced", 20
     tokens of BC5CDR dev), so the NER and the abbreviation detector see the short form. A pipeline
     saved before that rule keeps the rules it saved (spaCy reads them over the factory's).
     """
