@@ -93,7 +93,11 @@ def test_the_model_card_says_so_from_the_pipelines_setting():
     from pathlib import Path
 
     from spacy_sapbert.default import DEFAULT_PIPELINE
-    from spacy_sapbert.training.package.card import head_fallback_sentence
+    from functools import partial
+
+    from spacy_sapbert.training.package.card import config_sentence
+
+    head_fallback_sentence = partial(config_sentence, "head_fallback")
 
     assert head_fallback_sentence(None) == head_fallback_sentence([]) == ""
     sentence = head_fallback_sentence(["DISEASE"])

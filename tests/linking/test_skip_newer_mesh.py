@@ -76,7 +76,11 @@ def test_the_default_links_hemorrhagic_stroke_to_stroke_and_can_be_told_not_to()
 
 def test_the_model_card_says_so_from_the_pipelines_setting():
     from spacy_sapbert.default import DEFAULT_PIPELINE
-    from spacy_sapbert.training.package.card import skip_newer_mesh_sentence
+    from functools import partial
+
+    from spacy_sapbert.training.package.card import config_sentence
+
+    skip_newer_mesh_sentence = partial(config_sentence, "skip_newer_mesh")
 
     assert skip_newer_mesh_sentence(None) == skip_newer_mesh_sentence([]) == ""
     sentence = skip_newer_mesh_sentence(["Disease"])

@@ -22,7 +22,7 @@ from spacy_sapbert.default import LINKER_PIPE
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.index.name_index import is_index_folder
 
-from .card import model_card
+from .card import CONFIG_SENTENCES, model_card
 
 if TYPE_CHECKING:
     from spacy.language import Language
@@ -209,8 +209,8 @@ def write_pipeline(nlp: Language, report: Dict[str, Any], output: PathLike, card
         build = {MARKER_KEY: {"format": PACKAGE_FORMAT, "pipeline": nlp.meta.get("name", PIPELINE_NAME)}, **report}
         (tmp / BUILD_FILE).write_text(json.dumps(build, indent=1) + "\n", encoding="utf-8")
         linker = nlp.get_pipe(LINKER_PIPE) if LINKER_PIPE in nlp.pipe_names else None
-        (tmp / "README.md").write_text(model_card(report, nlp.meta, card_extra, getattr(linker, "head_fallback", None),
-                                                  getattr(linker, "skip_newer_mesh", None)), encoding="utf-8")
+        settings = {setting: getattr(linker, setting, None) for setting in CONFIG_SENTENCES}
+        (tmp / "README.md").write_text(model_card(report, nlp.meta, card_extra, settings), encoding="utf-8")
         check_package_output(output, overwrite)  # the build took minutes: the folder may have changed meanwhile
     return report
 

@@ -6,7 +6,7 @@ through it the NER and KB swaps) calls :func:`model_card` on the report it has.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 LICENCES = "\n".join([
     "Code: Apache-2.0. Encoder: fine-tuned from sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0).",
@@ -96,30 +96,33 @@ def _annotation_parts(report: Dict[str, Any]) -> Tuple[List[str], str, str]:
             "\nspacy project run annotations && spacy project run package-annotations")
 
 
-def head_fallback_sentence(labels: Optional[Sequence[str]]) -> str:
-    """The card's word on the linker's ``head_fallback`` (its labels, from the pipeline's config), if it has any."""
-    if not labels:
-        return ""
-    return (f" A {' or '.join(labels)} span of several words with no concept at the threshold takes its head's, the span "
-            "without its first word, where that reaches the threshold and is no exclusion of the dictionary pipe "
-            "(`head_fallback`).")
+CONFIG_SENTENCES: Dict[str, Tuple[str, str]] = {
+    "head_fallback": (" or ", " A {} span of several words with no concept at the threshold takes its head's, the span "
+                              "without its first word, where that reaches the threshold and is no exclusion of the "
+                              "dictionary pipe (`head_fallback`)."),
+    "skip_newer_mesh": (" and ", " The search skips the {} concepts that are MeSH records with ten-character UIs, newer "
+                                 "than the MeSH that BC5CDR, NCBI disease and CTD's MEDIC annotate with: \"hemorrhagic "
+                                 "stroke\" links to Stroke, not to MeSH 2024's Hemorrhagic Stroke; an annotated wording "
+                                 "keeps its annotators' concept (`skip_newer_mesh`; null gives MeSH 2024's)."),
+}
+"""The linker settings that live in the pipeline's config rather than in the build report and that the card tells of:
+setting → (how its listed values are joined, the sentence they go in)."""
 
 
-def skip_newer_mesh_sentence(types: Optional[Sequence[str]]) -> str:
-    """The card's word on the linker's ``skip_newer_mesh`` (its KB types, from the pipeline's config), if it has any."""
-    if not types:
+def config_sentence(setting: str, values: Optional[Sequence[str]]) -> str:
+    """The card's word on a linker ``setting`` of :data:`CONFIG_SENTENCES` with these listed ``values``; "" without any."""
+    if not values:
         return ""
-    return (f" The search skips the {' and '.join(types)} concepts that are MeSH records with ten-character UIs, newer "
-            "than the MeSH that BC5CDR, NCBI disease and CTD's MEDIC annotate with: \"hemorrhagic stroke\" links to "
-            "Stroke, not to MeSH 2024's Hemorrhagic Stroke; an annotated wording keeps its annotators' concept "
-            "(`skip_newer_mesh`; null gives MeSH 2024's).")
+    joiner, sentence = CONFIG_SENTENCES[setting]
+    return sentence.format(joiner.join(values))
 
 
 def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "",
-               head_fallback: Optional[Sequence[str]] = None, skip_newer_mesh: Optional[Sequence[str]] = None) -> str:
+               linker_settings: Optional[Mapping[str, Any]] = None) -> str:
     """The embedded default's README: what ``report`` (the build's measurements) and ``meta`` say, and the
-    linker's ``head_fallback`` labels and ``skip_newer_mesh`` types, which live in the pipeline's config rather
+    linker's settings of :data:`CONFIG_SENTENCES` (``linker_settings``), which live in the pipeline's config rather
     than in the report."""
+    settings = linker_settings or {}
     pq, cal = report.get("pq_vs_exact", {}), report.get("calibration")
     dictionary, annotated, build_annotations = _annotation_parts(report)
     lines: List[str] = [
@@ -146,8 +149,8 @@ def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "",
             "exact" if report['index_params'].get("refine_m") else "") + ")" + (
             f"; the candidates within {report['rescore_gap']:g} of a span's best score are scored exactly by "
             "encoding their names (`rescore_gap`)" if report.get("rescore_gap") is not None else "") + "." + (
-            _threshold_sentence(report, cal) if cal else "") + head_fallback_sentence(head_fallback)
-        + skip_newer_mesh_sentence(skip_newer_mesh) + annotated, "",
+            _threshold_sentence(report, cal) if cal else "") + "".join(
+            config_sentence(setting, settings.get(setting)) for setting in CONFIG_SENTENCES) + annotated, "",
         "## Build", "",
         "```bash\nspacy project run kb && spacy project run ner\n"
         "spacy project run default-finetune && spacy project run package" + (
