@@ -25,7 +25,8 @@ LICENCES = "\n".join([
     "| gazetteer (open-biomed) | Human Phenotype Ontology | HPO licence (free use, cite HPO) |",
     "| encoder, KB names, NER, dictionary, annotated names | BC5CDR train (BioCreative V CDR) | public domain mark |",
     "| encoder, KB names, NER, dictionary, annotated names | NCBI disease corpus, train | public domain (US Government work) |",
-    "| NER (its text, labelled by the teacher), annotated names (its disease mentions) | BioRED (documents of "
+    "| NER (its text, labelled by the teacher), annotated names (its disease mentions), dictionary exclusions "
+    "(its gene wordings) | BioRED (documents of "
     "BC5CDR dev/test and NCBI dev/test removed) | "
     "NCBI, US Government work |",
     "| NER (its text, labelled by the teacher) | BioNLP13CG, BioNLP13PC (MTL-Bioinformatics-2016 IOB) | CC BY-SA 3.0 |",
@@ -76,8 +77,10 @@ def _annotation_parts(report: Dict[str, Any]) -> Tuple[List[str], str, str]:
         return [], "", ""
     excluded = (f" First it removes the NER entities that are exactly one of {found['exclusions']:,} wordings the "
                 "same annotators seldom tag with the entity's label although they occur often, or that name a KB "
-                "concept lying only in MeSH branches they seldom tag, such as enzymes (`sapbert ner-dictionary "
-                "--exclusions`, with `--branch-trees` for the branches)." if found.get("exclusions") else "")
+                "concept lying only in MeSH branches they seldom tag, such as enzymes, or that BioRED tags as a gene or "
+                "gene product, such as insulin, and they seldom tag as a CHEMICAL (`sapbert ner-dictionary "
+                "--exclusions`, with `--branch-trees` for the branches and `--gene-corpus` for the genes)."
+                if found.get("exclusions") else "")
     grown = (f" A NER entity inside one of {found['grow_names']:,} longer KB names of its label (only words "
              "added: \"secondary hyperparathyroidism\" over \"hyperparathyroidism\") grows to it "
              "(`sapbert ner-dictionary --grow-names`)." if found.get("grow_names") else "")
