@@ -41,13 +41,11 @@ from spacy_sapbert.index.name_index import NameIndex
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.linking.annotated_names import AnnotatedNames
 from spacy_sapbert.linking.linker import Candidates, Linker
-from spacy_sapbert.linking.type_filter import TypeSet
 from spacy_sapbert.linking.rerank.stage import ContextReranking
-from spacy_sapbert.linking.head_fallback import link_heads
-from spacy_sapbert.linking.stages import (DEFAULT_STAGES, STAGE_CONFIG, Mentions, check_stages, mention_thresholds,
-                                          run_stages)
-from spacy_sapbert.pipes.linker_spans import (add_composite_parts, parts_extension, pipeline_exclusions, span_queries,
-                                              warn_missing_group, with_parts, write_candidates)
+from spacy_sapbert.linking.stages import DEFAULT_STAGES, STAGE_CONFIG, check_stages
+from spacy_sapbert.pipes.linker_predict import link_batch
+from spacy_sapbert.pipes.linker_spans import (parts_extension, pipeline_exclusions, span_queries, warn_missing_group,
+                                              write_candidates)
 from spacy_sapbert.pipes.linker_config import ensure_extension, record_in_config, setting_attributes, settings_signature
 from spacy_sapbert.linking.settings import (DEFAULT_CONFIG, FACTORY_DEFAULT_CONFIG, LIVE_SETTINGS, SETTING_RULES, LinkerSettings,
                        SettingError, check_setting, check_settings)
@@ -227,29 +225,9 @@ class SapBertLinker(Pipe):
         spans = [span for spans_of_doc, _, _ in queries_per_doc for span in spans_of_doc]
         texts = [query for _, queries, _ in queries_per_doc for query in queries]
         labels = [label for _, _, labels_of_doc in queries_per_doc for label in labels_of_doc]
-        whole = len(texts)
-        owners: List[int] = []  # per coordinated part (linked after the spans), the span it belongs to
-        results: List[Candidates] = []
-        types: Optional[List[Optional[TypeSet]]] = None
-        thresholds: List[Optional[float]] = []
-        if texts:  # no spans: nothing loaded
-            linker = self.linker
-            types = linker.types_for(labels)
-            if self.settings.split_composites:
-                owners = add_composite_parts(spans, texts, types, linker)
-                labels += [labels[i] for i in owners]
-            thresholds = mention_thresholds(labels, linker.threshold, self.settings.label_thresholds)
-            results = run_stages(self.stages, linker, self.reranking, self.annotated_table,
-                                 Mentions(spans, texts, types), thresholds)
-            if self.settings.head_fallback:
-                link_heads(Mentions(spans, texts, types), labels[:whole], results, thresholds,
-                           self.settings.head_fallback, pipeline_exclusions(self._nlp()),
-                           lambda mentions, at: run_stages(self.stages, linker, self.reranking, self.annotated_table,
-                                                           mentions, at))
-        linked = with_parts(results, texts, owners, whole)
-        table = self.annotated_table if texts and self.settings.split_composites else None
-        if table is not None:  # a wording annotated as one coordinated mention: its concepts are the parts
-            table.write_parts(linked, texts[:whole], types[:whole] if types is not None else None, thresholds[:whole])
+        linked = link_batch(spans, texts, labels, stages=self.stages, linker=self.linker, reranking=self.reranking,
+                            table=self.annotated_table, settings=self.settings,
+                            exclusions=lambda: pipeline_exclusions(self._nlp())) if texts else []  # none: nothing loaded
         out, offset = [], 0
         for _, queries, _ in queries_per_doc:
             out.append(linked[offset:offset + len(queries)])

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-import shutil
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -26,9 +25,7 @@ import numpy as np
 import spacy
 import torch
 
-from spacy_sapbert.default import LINKER_PIPE
 from spacy_sapbert.errors import InputError
-from spacy_sapbert.encoding.modelfiles import resolve_model_path
 from spacy_sapbert.ner import model as tagger_model
 from spacy_sapbert.ner.features import n_features
 from spacy_sapbert.ner.tagging import Tagging
@@ -40,29 +37,13 @@ from ...common.runstate import CheckpointedRun
 from ...common.schedule import make_optimizer, make_scheduler
 from ...common.signals import StopOnSignal
 from ...common.step import accumulated_step
-from .config import DEFAULT_BASE, NerConfig, resume_identity
+from .config import NerConfig, resume_identity
 from ..objective import NEW_PARTS, allowed_tags, gold_loss, partial_label_loss, with_teacher
 from .data import PARTIAL_O, build_gazetteer, examples, fingerprint, read_docbin, scheme_for, span_f1
+from .output import TOKENIZER_CONFIG, base_encoder_folder, is_ner_output, write_pipeline
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
-TOKENIZER_CONFIG = {"nlp": {"tokenizer": {"@tokenizers": "sapbert.ScispacyTokenizer.v1", "split_hyphens": True}}}
-"""The tokenizer of ``configs/ner.cfg`` and of ``ner-data``'s DocBins."""
-
-
-def base_encoder_folder(base_model: str) -> Path:
-    """``default`` → the encoder folder of the embedded default pipeline; else a folder or installed model."""
-    if base_model == DEFAULT_BASE:
-        from spacy_sapbert.default import DEFAULT_PIPELINE
-
-        return Path(DEFAULT_PIPELINE) / LINKER_PIPE / "encoder"
-    resolved = resolve_model_path(base_model)
-    if not isinstance(resolved, Path):
-        raise InputError(f"{base_model!r} is not a local BERT folder (the NER trainer reads safetensors folders)",
-                         field="base_model")
-    return resolved
-
-
 class NerTrainer(CheckpointedRun):
     """One run: DocBin train/dev + KB files + base encoder → NER pipeline folder, checkpoints in ``run_dir``."""
 
@@ -281,30 +262,3 @@ class NerTrainer(CheckpointedRun):
                        {**self._feature_settings(), "training": record})
         logger.info("NER pipeline written to %s (best dev F1 %s)", self.output, settings.get("training"))
         return {"interrupted": False, "step": self.step, "output": str(self.output), "best": settings.get("training")}
-
-
-def is_ner_output(folder: Path) -> bool:
-    """A folder that :func:`write_pipeline` wrote: the NER's files and no other pipe's (a whole pipeline, the
-    embedded default say, also holds ``sapbert_ner/tagger.json`` but is no earlier output to replace)."""
-    return (folder / "sapbert_ner" / tagger_model.SETTINGS_FILE).is_file() and not (folder / LINKER_PIPE).exists()
-
-
-def write_pipeline(model: torch.nn.Module, tokenizer_folder: Path, tags: Sequence[str], gazetteer, output: Path,
-                   settings: Dict[str, Any]) -> Path:
-    """A spaCy pipeline folder (tokenizer → ``sapbert_ner`` → ``abbreviation_entities``) holding
-    ``model`` in float16 with its gazetteer; ``settings`` go into ``tagger.json``."""
-    from spacy_sapbert.util.atomic import atomic_dir
-
-    with atomic_dir(output) as tmp:
-        folder = tmp / "_model"
-        tagger_model.save(model, tokenizer_folder, tags, folder, dtype=torch.float16, extra=settings)
-        gazetteer.to_disk(folder)
-        nlp = spacy.blank("en", config=TOKENIZER_CONFIG)
-        nlp.add_pipe("sapbert_ner").from_disk(folder)  # config keeps model = null: the files travel
-        nlp.add_pipe("abbreviation_entities")
-        nlp.to_disk(tmp / "pipeline")
-        for item in (tmp / "pipeline").iterdir():
-            shutil.move(str(item), str(tmp / item.name))
-        shutil.rmtree(tmp / "pipeline")
-        shutil.rmtree(folder)
-    return output

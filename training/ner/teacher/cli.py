@@ -126,7 +126,7 @@ def ner_student_export(
     from spacy_sapbert.ner import model as tagger_model
 
     from ..tagger.data import build_gazetteer
-    from ..tagger.trainer import TOKENIZER_CONFIG, base_encoder_folder, is_ner_output, write_pipeline
+    from ..tagger.output import TOKENIZER_CONFIG, base_encoder_folder, is_ner_output, write_pipeline
 
     from spacy_sapbert.util.atomic import check_replaceable
 

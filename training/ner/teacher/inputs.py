@@ -32,7 +32,7 @@ from spacy_sapbert.ner.tagging import Tagging
 from spacy_sapbert.linking.settings import DEFAULT_LABEL_TO_TYPES
 from ..corpus import PARTS_FILE, read_parts
 from ..tagger.data import build_gazetteer, doc_gold, open_tags, read_docbin, scheme_for
-from ..tagger.trainer import TOKENIZER_CONFIG
+from ..tagger.output import TOKENIZER_CONFIG
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
