@@ -71,7 +71,8 @@ def ner_dictionary(
                                      "parts (D08.811: 2)."),
     gene_corpus: List[Path] = typer.Option([], "--gene-corpus", help="With --exclusions: a PubTator corpus that "
                                            "annotates genes (BioRED's files; repeatable); its gene wordings the "
-                                           "training annotators seldom tag with --gene-label become exclusions."),
+                                           "training corpora seldom have as a gold mention become --gene-label "
+                                           "exclusions."),
     gene_type: str = typer.Option("GeneOrGeneProduct", help="With --gene-corpus: its mention type for genes."),
     gene_label: str = typer.Option("CHEMICAL", help="With --gene-corpus: the label the gene wordings are excluded from."),
     gene_min_count: int = typer.Option(2, help="With --gene-corpus: a wording tagged as a gene at least this often ..."),

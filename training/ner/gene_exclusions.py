@@ -9,9 +9,9 @@ gene products beside chemicals, in PubMed abstracts like BC5CDR's: "insulin", "g
 
 A wording (a mention's text as the pipeline's lower-case tokens) that the gene corpus tags with the gene type
 at ``min_count`` or more of its mentions, and at ``min_share`` or more of all its mentions of any type there,
-becomes an exclusion of ``label``, unless the training corpora's annotators tag it with ``label`` at
-``max_rate`` or more of its occurrences there (:func:`~.dictionary.annotation_rates`: "angiotensin" and
-"calcitonin", genes in BioRED, are chemicals in BC5CDR train and stay). The gene corpus's documents whose
+becomes an exclusion of ``label``, unless it is a gold mention at ``max_rate`` or more of its occurrences in the
+training corpora that annotate ``label`` (:func:`~.dictionary.annotation_rates`: "angiotensin" and "calcitonin",
+genes in BioRED, are chemicals in BC5CDR train and stay). The gene corpus's documents whose
 PMIDs are in a held-out file are not read (BioRED shares 61 abstracts with BC5CDR dev).
 """
 from __future__ import annotations
@@ -53,7 +53,8 @@ def gene_wordings(corpora: Sequence[Path], gene_type: str, tokenize: Any, held_o
 def gene_exclusions(read: Annotated, genes: Sequence[Wording], label: str, max_rate: float = 0.1
                     ) -> Tuple[List[Tuple[str, str]], Dict[str, object]]:
     """(label, wording) exclusions of the gene wordings (:func:`gene_wordings`) that the training corpora
-    (``read``: :func:`~.dictionary.annotated`) tag with ``label`` at under ``max_rate`` of their occurrences, and
+    (``read``: :func:`~.dictionary.annotated`) that annotate ``label`` have as a gold mention at under ``max_rate``
+    of their occurrences, and
     a report naming the gene wordings kept because the annotators do tag them."""
     docs, _ = read
     plausible = [tokens for tokens in genes

@@ -77,8 +77,8 @@ def _annotation_parts(report: Dict[str, Any]) -> Tuple[List[str], str, str]:
         return [], "", ""
     excluded = (f" First it removes the NER entities that are exactly one of {found['exclusions']:,} wordings the "
                 "same annotators seldom tag with the entity's label although they occur often, or that name a KB "
-                "concept lying only in MeSH branches they seldom tag, such as enzymes, or that BioRED tags as a gene or "
-                "gene product, such as insulin, and they seldom tag as a CHEMICAL (`sapbert ner-dictionary "
+                "concept lying only in MeSH branches they seldom tag, such as enzymes, or, for a CHEMICAL entity, that "
+                "BioRED tags as a gene or gene product, such as insulin, and they seldom tag (`sapbert ner-dictionary "
                 "--exclusions`, with `--branch-trees` for the branches and `--gene-corpus` for the genes)."
                 if found.get("exclusions") else "")
     grown = (f" A NER entity inside one of {found['grow_names']:,} longer KB names of its label (only words "
