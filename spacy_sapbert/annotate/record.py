@@ -36,7 +36,7 @@ def _entity(span: Span, linkers: List[Any], long_forms: Dict[Tuple[int, int], st
         if number == 0:
             entity["kb_ents"] = candidates
             if entity["concept_id"]:
-                concept = linker.kb.get(entity["concept_id"])
+                concept = linker.concept(entity["concept_id"])
                 entity["concept_name"] = concept.canonical_name if concept is not None else ""
                 entity["score"] = next((s for c, s in candidates if c == entity["concept_id"]), None)
             parts = _parts(span, linker)
@@ -54,7 +54,7 @@ def _parts(span: Span, linker: Any) -> List[Dict[str, Any]]:
     """A coordinated span's parts (``split_composites``): each one's text and best concept, if any passed."""
     out = []
     for text, found in span._.get(parts_extension(linker.extension)) or []:
-        concept = linker.kb.get(found[0][0]) if found else None
+        concept = linker.concept(found[0][0]) if found else None
         out.append({"text": text, "concept_id": found[0][0] if found else "",
                     "concept_name": concept.canonical_name if concept is not None else "",
                     "score": round(float(found[0][1]), 4) if found else None})

@@ -14,7 +14,7 @@ import typer
 
 from spacy_sapbert.cli.annotate import annotate_command
 from spacy_sapbert.cli.index import index_build
-from spacy_sapbert.cli.kb import kb_add_names, kb_build, kb_stats
+from spacy_sapbert.cli.kb import kb_add_names, kb_build, kb_exact_names, kb_stats
 from spacy_sapbert.cli.link import link
 from spacy_sapbert.errors import exit_on_input_error
 
@@ -28,6 +28,7 @@ app.add_typer(index_app, name="index")
 kb_app.command("build")(kb_build)
 kb_app.command("stats")(kb_stats)
 kb_app.command("add-names")(kb_add_names)
+kb_app.command("exact-names")(kb_exact_names)
 index_app.command("build")(index_build)
 app.command("link")(link)
 app.command("annotate")(annotate_command)

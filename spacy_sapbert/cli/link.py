@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple
 
 import typer
 
@@ -18,11 +18,11 @@ from spacy_sapbert.pipes.loading import load_pipeline
 if TYPE_CHECKING:
     from spacy.language import Language
 
-    from spacy_sapbert.kb.knowledge_base import KnowledgeBase
-
 Candidates = List[Tuple[str, float]]
 Row = Tuple[Optional[str], Optional[str], Candidates]
 """(text, mention, candidates): text is None for a bare mention, mention None for a text without entities."""
+ConceptOf = Callable[[str], Any]
+"""Concept ID → its concept (with ``canonical_name``), or None."""
 
 PIPELINE_HELP = ("'default' (the embedded pipeline), a saved pipeline folder or an installed spaCy package with a "
                  "sapbert_linker (replaces --kb/--model/--index); arguments are texts.")
@@ -53,16 +53,16 @@ def link(  # a typer signature: one parameter per option, longer than the usual 
             # like `annotate`: 'default', a folder or a package; --device moves a pipeline's own linkers
             # (a --ner pipeline has none: the linker added to it gets --device)
             nlp = load_pipeline(pipeline, device) if pipeline else load_pipeline(str(ner), None)
-            knowledge_base, rows = link_texts(texts, nlp, kb, model, index, top, k, threshold, device)
+            concept_of, rows = link_texts(texts, nlp, kb, model, index, top, k, threshold, device)
         else:
             if kb is None:
                 raise typer.BadParameter("give --kb (or --pipeline)", param_hint="--kb")
-            knowledge_base, rows = link_mentions(texts, kb, model, index, top, k, threshold, device or "auto")
-    print_links(rows, knowledge_base, as_json)
+            concept_of, rows = link_mentions(texts, kb, model, index, top, k, threshold, device or "auto")
+    print_links(rows, concept_of, as_json)
 
 
 def link_mentions(texts: Sequence[str], kb: Path, model: str, index: Optional[Path], top: int, k: int,
-                  threshold: Optional[float], device: str) -> Tuple["KnowledgeBase", List[Row]]:
+                  threshold: Optional[float], device: str) -> Tuple[ConceptOf, List[Row]]:
     """Each text is a mention: encode them and search the KB's names (the saved ``index``, else all encoded now)."""
     from spacy_sapbert.encoding.encoder import Encoder
     from spacy_sapbert.index.name_index import NameIndex
@@ -73,12 +73,12 @@ def link_mentions(texts: Sequence[str], kb: Path, model: str, index: Optional[Pa
     encoder = Encoder(model, device=device)
     name_index = NameIndex.load(index, encoder, knowledge_base) if index else None
     linker = Linker(encoder, knowledge_base, name_index, k=k, threshold=threshold, max_entities_per_mention=top)
-    return knowledge_base, [(None, text, result) for text, result in zip(texts, linker.link(texts))]
+    return knowledge_base.get, [(None, text, result) for text, result in zip(texts, linker.link(texts))]
 
 
 def link_texts(texts: Sequence[str], nlp: "Language", kb: Optional[Path], model: str, index: Optional[Path],
                top: int, k: int, threshold: Optional[float],
-               device: Optional[str]) -> Tuple["KnowledgeBase", List[Row]]:
+               device: Optional[str]) -> Tuple[ConceptOf, List[Row]]:
     """Run a loaded spaCy pipeline over texts (adding a sapbert_linker over --kb when it has none); a text
     without entities gets one ``(text, None, [])`` row, so the output says so instead of leaving it out."""
     from spacy_sapbert.pipes.linker import SapBertLinker
@@ -99,15 +99,17 @@ def link_texts(texts: Sequence[str], nlp: "Language", kb: Optional[Path], model:
             rows.append((text, span.text, span._.get(linker.extension)[:top]))
         if not spans:
             rows.append((text, None, []))
-    return linker.kb, rows
+    return linker.concept, rows
 
 
-def print_links(rows: Sequence[Row], kb: "KnowledgeBase", as_json: bool) -> None:
-    """JSON lines, or a table that puts each text (when there is one) above its mentions."""
+def print_links(rows: Sequence[Row], concept_of: ConceptOf, as_json: bool) -> None:
+    """JSON lines, or a table that puts each text (when there is one) above its mentions; ``concept_of`` names each
+    concept (the pipe's :meth:`~spacy_sapbert.pipes.linker.SapBertLinker.concept`: the KB's, or its exact-names
+    table's)."""
     previous_text = None
     for text, mention, candidates in rows:
         named = [{"concept_id": cid, "score": round(score, 4),
-                  "name": kb[cid].canonical_name if cid in kb else None} for cid, score in candidates]
+                  "name": getattr(concept_of(cid), "canonical_name", None)} for cid, score in candidates]
         if as_json:
             record = {"mention": mention, "candidates": named}
             if text is not None:

@@ -164,6 +164,9 @@ class LinkerSettings:
     annotated_names: Optional[str] = _setting(
         None, "null (none) or an annotated-names file (a non-empty string; `sapbert annotated-names` writes one)",
         lambda v: v is None or _is_text(v))
+    exact_names: Optional[str] = _setting(
+        None, "null (none) or an exact-names table (a non-empty string; `sapbert kb exact-names` writes one)",
+        lambda v: v is None or _is_text(v))
     rerank_max_gap: Optional[float] = _setting(
         None, "null (re-rank every span with two or more candidates) or a number from 0 to 2 (re-rank a span only "
               "when its best two first-stage cosines are closer than this)", _is_gap, live=True)

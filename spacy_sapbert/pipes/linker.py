@@ -33,17 +33,18 @@ from spacy.tokens import Doc, Span
 
 from spacy_sapbert.linking.calibration import Calibration
 from spacy_sapbert.pipes.linker_parts import (cfg_calibration, configured_annotated_names, configured_encoder,
+                                              configured_exact_names,
                                               configured_parts, configured_reranking, part_writers, read_parts)
 from spacy_sapbert.encoding.encoder import Encoder
 from spacy_sapbert.default import LINKER_PIPE
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.index.name_index import NameIndex
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
-from spacy_sapbert.linking.annotated_names import AnnotatedNames
 from spacy_sapbert.linking.linker import Candidates, Linker
 from spacy_sapbert.linking.rerank.stage import ContextReranking
 from spacy_sapbert.linking.stages import DEFAULT_STAGES, STAGE_CONFIG, check_stages
 from spacy_sapbert.pipes.linker_predict import link_batch
+from spacy_sapbert.pipes.linker_tables import LastStageTables
 from spacy_sapbert.pipes.linker_spans import (parts_extension, pipeline_exclusions, span_queries, warn_missing_group,
                                               write_candidates)
 from spacy_sapbert.pipes.linker_config import ensure_extension, record_in_config, setting_attributes, settings_signature
@@ -57,7 +58,7 @@ PACKAGE_REQUIREMENT = "spacy-sapbert>=0.1.0,<0.2.0"
 
 
 @setting_attributes
-class SapBertLinker(Pipe):
+class SapBertLinker(LastStageTables, Pipe):
     """Links the spans of ``doc.ents`` (or ``doc.spans[spans_key]``) to KB concepts.
 
     ``pipe.settings`` is the one :class:`LinkerSettings` the pipe and its linker follow; each
@@ -82,6 +83,7 @@ class SapBertLinker(Pipe):
         self._encoder_alone: Optional[Encoder] = None  # :meth:`peek_encoder`'s, until the linker takes it
         self._reranking: Optional[ContextReranking] = None
         self._annotated: Any = None  # AnnotatedNames, None (not loaded yet) or False (switched off)
+        self._exact: Any = None  # ExactNames, likewise
         self._warned_missing_group = False
         ensure_extension(self._settings.extension)
         ensure_extension(parts_extension(self._settings.extension))
@@ -159,18 +161,6 @@ class SapBertLinker(Pipe):
         return self._reranking
 
     @property
-    def annotated_table(self) -> Optional[AnnotatedNames]:
-        """The last stage (:mod:`spacy_sapbert.linking.annotated_names`): the saved pipe's table or the
-        ``annotated_names`` setting's, or None; assigning None links without one."""
-        if self._annotated is None and self.settings.annotated_names is not None:
-            self._annotated = configured_annotated_names(self.settings, self.linker.kb)
-        return self._annotated or None
-
-    @annotated_table.setter
-    def annotated_table(self, table: Optional[AnnotatedNames]) -> None:
-        self._annotated = table.for_kb(self.linker.kb) if table is not None else False
-
-    @property
     def calibration(self) -> Optional[Calibration]:
         """What turns scores into probabilities (:mod:`spacy_sapbert.linking.calibration`); saved with the
         pipe. With one, ``kb_ents`` scores and ``threshold`` are probabilities of being right."""
@@ -195,7 +185,7 @@ class SapBertLinker(Pipe):
                    nlp: Optional[Language] = None) -> None:
         """Load the model and KB and build the index now rather than on the first document.
         A linker that is already loaded (``spacy.load``) is left as it is."""
-        _ = self.reranking, self.linker, self.annotated_table
+        _ = self.reranking, self.linker, self.annotated_table, self.exact_table
 
     # -- processing: spaCy's predict / set_annotations contract ------------------------
     def __call__(self, doc: Doc) -> Doc:
@@ -226,7 +216,7 @@ class SapBertLinker(Pipe):
         texts = [query for _, queries, _ in queries_per_doc for query in queries]
         labels = [label for _, _, labels_of_doc in queries_per_doc for label in labels_of_doc]
         linked = link_batch(spans, texts, labels, stages=self.stages, linker=self.linker, reranking=self.reranking,
-                            table=self.annotated_table, settings=self.settings,
+                            table=self.annotated_table, exact=self.exact_table, settings=self.settings,
                             exclusions=lambda: pipeline_exclusions(self._nlp())) if texts else []  # none: nothing loaded
         out, offset = [], 0
         for _, queries, _ in queries_per_doc:
@@ -266,7 +256,7 @@ class SapBertLinker(Pipe):
     def to_disk(self, path: Any, *, exclude: Iterable[str] = tuple()) -> None:
         """Save the encoder, KB, index, re-ranker and annotated names (the parts; see
         :mod:`.linker_parts`) but those in ``exclude``."""
-        writers = part_writers(self.linker, self.reranking, self.annotated_table)
+        writers = part_writers(self.linker, self.reranking, self.annotated_table, self.exact_table)
         Path(path).mkdir(parents=True, exist_ok=True)
         spacy.util.to_disk(path, writers, exclude)
 
@@ -285,6 +275,8 @@ class SapBertLinker(Pipe):
             self._reranking = configured_reranking(self.settings, linker.kb, read["reranker"])
         if read.get("annotated"):
             self._annotated = configured_annotated_names(self.settings, linker.kb, read["annotated"])
+        if read.get("exact"):
+            self._exact = configured_exact_names(self.settings, read["exact"])
         return self
 
 

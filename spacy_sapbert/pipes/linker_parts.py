@@ -7,6 +7,7 @@ its settings name (loaded on first use), or the folder ``nlp.to_disk`` saved it 
     <pipeline>/<name>/index/          NameIndex files (see spacy_sapbert.index.files)
     <pipeline>/<name>/reranker/       the context re-ranker folder, when the pipe has one (``rerank``)
     <pipeline>/<name>/annotated_names.json   what training mentions were linked to (``annotated_names``)
+    <pipeline>/<name>/exact_names.tsv.xz     names of concepts the KB lacks, matched exactly (``exact_names``)
 
 The other settings are in the pipeline's ``config.cfg``, where spaCy keeps them.
 """
@@ -28,6 +29,7 @@ from spacy_sapbert.index.name_index import NameIndex
 from spacy_sapbert.kb.knowledge_base import KnowledgeBase
 from spacy_sapbert.linking.annotated_names import FILE_NAME as ANNOTATED_NAMES_FILE, AnnotatedNames
 from spacy_sapbert.linking.calibration import Calibration
+from spacy_sapbert.linking.exact_names import FILE_NAME as EXACT_NAMES_FILE, ExactNames
 from spacy_sapbert.linking.rerank.stage import ContextReranking, kb_canonical_names
 from spacy_sapbert.linking.settings import LinkerSettings
 from spacy_sapbert.util.gc_pause import gc_paused
@@ -121,8 +123,23 @@ def save_annotated_names(path: Path, annotated: Optional[AnnotatedNames]) -> Non
         path.unlink()
 
 
-def part_writers(linker: Any, reranking: Optional[ContextReranking], annotated: Optional[AnnotatedNames]
-                 ) -> Dict[str, Callable[[Path], Any]]:
+def configured_exact_names(settings: LinkerSettings, path: Optional[PathLike] = None) -> Optional[ExactNames]:
+    """The exact-names stage: the table in ``path`` (a saved pipe's) or the one the ``exact_names`` setting
+    names; None without either. Only its first line is read now; its names, when a span first needs them."""
+    source = path or settings.exact_names
+    return None if source is None else ExactNames(source)
+
+
+def save_exact_names(path: Path, exact: Optional[ExactNames]) -> None:
+    """Write the pipe's table, or remove one an earlier save left (loading would bring it back)."""
+    if exact is not None:
+        exact.to_disk(path)
+    elif path.is_file():
+        path.unlink()
+
+
+def part_writers(linker: Any, reranking: Optional[ContextReranking], annotated: Optional[AnnotatedNames],
+                 exact: Optional[ExactNames] = None) -> Dict[str, Callable[[Path], Any]]:
     """What ``to_disk`` writes, per part: the KB before cfg.json, which records its digest."""
     written: Dict[str, Path] = {}
     return {
@@ -132,12 +149,13 @@ def part_writers(linker: Any, reranking: Optional[ContextReranking], annotated: 
         INDEX_DIR: linker.index.save,
         RERANKER_DIR: lambda p: save_reranker(p, reranking),
         ANNOTATED_NAMES_FILE: lambda p: save_annotated_names(p, annotated),
+        EXACT_NAMES_FILE: lambda p: save_exact_names(p, exact),
     }
 
 
 def read_parts(path: PathLike, settings: LinkerSettings, name: str, exclude: Iterable[str]) -> Dict[str, Any]:
     """The saved parts in ``path`` but those in ``exclude``: cfg, encoder, kb, index (checked
-    against both), and the re-ranker folder and annotated-names file where the pipe has them."""
+    against both), and the re-ranker folder, annotated-names file and exact-names table where the pipe has them."""
     read: Dict[str, Any] = {}
     readers: Dict[str, Callable[[Path], None]] = {
         CFG_FILE: lambda p: read.update(cfg=read_cfg(p, name), calibration_file=p),
@@ -146,6 +164,7 @@ def read_parts(path: PathLike, settings: LinkerSettings, name: str, exclude: Ite
         INDEX_DIR: lambda p: read.update(index=NameIndex.load(p, encoder=read.get("encoder"), kb=read.get("kb"))),
         RERANKER_DIR: lambda p: read.update(reranker=p if p.is_dir() else None),
         ANNOTATED_NAMES_FILE: lambda p: read.update(annotated=p if p.is_file() else None),
+        EXACT_NAMES_FILE: lambda p: read.update(exact=p if p.is_file() else None),
     }
     with gc_paused():  # the KB, the index's tables, the annotated names: many small objects, no cycles
         spacy.util.from_disk(path, readers, exclude)
@@ -202,6 +221,7 @@ def cfg_calibration(cfg: Dict[str, Any], path: PathLike) -> Optional[Calibration
     return None if data is None else Calibration.from_dict(data, str(path))
 
 
-__all__ = ["ANNOTATED_NAMES_FILE", "cfg_calibration", "configured_annotated_names", "save_annotated_names", "CFG_FILE", "ENCODER_DIR", "FORMAT_VERSION", "INDEX_DIR", "KB_FILE", "RERANKER_DIR",
+__all__ = ["ANNOTATED_NAMES_FILE", "EXACT_NAMES_FILE", "cfg_calibration", "configured_annotated_names",
+           "configured_exact_names", "save_annotated_names", "save_exact_names", "CFG_FILE", "ENCODER_DIR", "FORMAT_VERSION", "INDEX_DIR", "KB_FILE", "RERANKER_DIR",
            "configured_encoder", "configured_parts", "configured_reranking", "file_sha256", "part_writers", "read_parts", "read_cfg", "save_reranker", "saved_encoder",
            "saved_kb", "write_cfg"]

@@ -238,7 +238,7 @@ LOAD_CHANGES = {"encode_batch_size": 8, "device": "cpu", "precision": "float32",
                 "index_kind": "hnsw", "pooling": "cls", "max_length": 12,
                 "label_to_types": {"DISEASE": ["Disease"]}}
 """Settings read when the parts load: changed before they do."""
-NAMING_PARTS = {"model", "kb", "index", "rerank", "annotated_names"}
+NAMING_PARTS = {"model", "kb", "index", "rerank", "annotated_names", "exact_names"}
 """Where the parts come from: a saved pipe carries its own copies (tests of to_disk cover them)."""
 
 

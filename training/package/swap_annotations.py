@@ -15,6 +15,7 @@ from typing import Any, Dict, Optional, Union
 from spacy_sapbert.default import LINKER_PIPE
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.linking.annotated_names import AnnotatedNames
+from spacy_sapbert.linking.exact_names import ExactNames
 from spacy_sapbert.ner.name_growth import NameGrowth, read_grow_names
 from spacy_sapbert.pipes.dictionary import read_exclusions, read_patterns
 
@@ -29,13 +30,16 @@ LINKER_KEPT = ("encoder", "index", "kb.jsonl.gz", "cfg.json")
 
 def add_annotations(pipeline: PathLike, names: PathLike, patterns: PathLike, output: PathLike,
                     card_extra: str = "", overwrite: bool = False, extend: bool = True,
-                    exclusions: Optional[PathLike] = None, grow_names: Optional[PathLike] = None) -> Dict[str, Any]:
+                    exclusions: Optional[PathLike] = None, grow_names: Optional[PathLike] = None,
+                    exact_names: Optional[PathLike] = None) -> Dict[str, Any]:
     """Write ``pipeline`` with the dictionary of ``patterns`` after its NER and the table ``names`` in its
     linker to ``output`` (which may be ``pipeline`` itself); an earlier dictionary or table is replaced,
     any other pipe (a user's own ``entity_ruler`` too) is kept. ``extend``: the dictionary may also replace NER
     entities a longer listed wording covers whole (measured better on BC5CDR dev: docs/ner.md);
     ``exclusions`` (``sapbert ner-dictionary --exclusions``): the wordings whose NER entities it removes;
-    ``grow_names`` (``sapbert ner-dictionary --grow-names``): the KB names its entities grow to."""
+    ``grow_names`` (``sapbert ner-dictionary --grow-names``): the KB names its entities grow to;
+    ``exact_names`` (``sapbert kb exact-names``): the linker's table of names its KB lacks (without it, the
+    pipeline's own table, if any, stays)."""
     import spacy
 
     started = time.perf_counter()
@@ -43,7 +47,7 @@ def add_annotations(pipeline: PathLike, names: PathLike, patterns: PathLike, out
     report = package_report(pipeline)
     exclusions = Path(exclusions) if exclusions is not None else None
     grow_names = Path(grow_names) if grow_names is not None else None
-    for path in (names, patterns, *[p for p in (exclusions, grow_names) if p is not None]):
+    for path in (names, patterns, *[Path(p) for p in (exclusions, grow_names, exact_names) if p is not None]):
         if not path.is_file():
             raise InputError("file not found", path)
     nlp = spacy.load(pipeline)
@@ -51,7 +55,10 @@ def add_annotations(pipeline: PathLike, names: PathLike, patterns: PathLike, out
     if ner is None or LINKER_PIPE not in nlp.pipe_names:
         raise InputError(f"needs a NER ({' or '.join(NER_PIPES)}) and a {LINKER_PIPE}", pipeline)
     table = AnnotatedNames.from_disk(names)
-    nlp.get_pipe(LINKER_PIPE).annotated_table = table
+    linker = nlp.get_pipe(LINKER_PIPE)
+    linker.annotated_table = table
+    if exact_names is not None:
+        linker.exact_table = ExactNames(exact_names)
     if RULER in nlp.pipe_names:
         nlp.remove_pipe(RULER)
     ruler = nlp.add_pipe(RULER, after=ner, config={"extend": extend})
@@ -68,6 +75,7 @@ def add_annotations(pipeline: PathLike, names: PathLike, patterns: PathLike, out
                              "patterns": len(found), "extend": extend, "exclusions": len(excluded),
                              "exclusions_file": str(exclusions) if exclusions else None,
                              "grow_names": len(growth), "grow_names_file": str(grow_names) if grow_names else None,
+                             "exact_names": exact_names_report(linker.exact_table),
                              "seconds": round(time.perf_counter() - started, 1)}
     keep = [n for n in nlp.pipe_names if n not in (RULER, LINKER_PIPE) and (pipeline / n).is_dir()]
     keep += [f"{LINKER_PIPE}/{part}" for part in LINKER_KEPT if (pipeline / LINKER_PIPE / part).exists()]
@@ -77,4 +85,11 @@ def add_annotations(pipeline: PathLike, names: PathLike, patterns: PathLike, out
     return report
 
 
-__all__ = ["add_annotations"]
+def exact_names_report(table: Optional[ExactNames]) -> Optional[Dict[str, Any]]:
+    """What the card says of the linker's exact-names table: its counts, score and source (None without one)."""
+    if table is None:
+        return None
+    return {key: table.header.get(key) for key in ("concepts", "names", "score", "source")}
+
+
+__all__ = ["add_annotations", "exact_names_report"]

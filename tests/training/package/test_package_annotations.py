@@ -11,6 +11,7 @@ import spacy
 from spacy_sapbert.default import DEFAULT_PIPELINE
 from spacy_sapbert.errors import InputError
 from spacy_sapbert.linking.annotated_names import AnnotatedNames
+from spacy_sapbert.linking.exact_names import write_exact_names
 from spacy_sapbert.training.package.swap_annotations import add_annotations
 
 
@@ -79,6 +80,15 @@ def test_the_ruler_and_table_are_added_and_everything_else_is_kept(tmp_path):
     assert report["annotations"]["grow_names"] == 1
     assert [(e.text, e.label_) for e in spacy.load(out)(text).ents] == [("zorbic hypertension", "DISEASE"),
                                                                         ("zorbitol", "CHEMICAL")]
+    # the default's exact-names table stays byte for byte without one given; a given one replaces it
+    kept = out / "sapbert_linker" / "exact_names.tsv.xz"
+    assert kept.read_bytes() == (default / "sapbert_linker" / "exact_names.tsv.xz").read_bytes()
+    small = write_exact_names(tmp_path / "exact.tsv.xz", [("C999999", ("Chemical",), "zorbamide", ["zorbamide"])],
+                              0.95, "test.tsv")
+    report = add_annotations(out, names, patterns, out, exact_names=small)
+    assert report["annotations"]["exact_names"] == {"concepts": 1, "names": 1, "score": 0.95, "source": "test.tsv"}
+    assert kept.read_bytes() == small.read_bytes()
+    assert "among 1 MeSH supplementary records the KB lacks" in (out / "README.md").read_text()
 
 
 def test_bad_inputs_are_named(tmp_path):
