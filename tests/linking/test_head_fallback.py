@@ -87,19 +87,3 @@ def test_without_a_dictionary_pipe_no_head_is_excluded(default_nlp):
     blank.add_pipe("sapbert_linker", config={"kb": "kb.jsonl", "head_fallback": ["DISEASE"]})
     assert not pipeline_exclusions(blank)("DISEASE", blank.make_doc("abnormalities")[0:1])
     assert not pipeline_exclusions(None)("DISEASE", blank.make_doc("abnormalities")[0:1])
-
-
-def test_the_model_card_says_so_from_the_pipelines_setting():
-    from pathlib import Path
-
-    from spacy_sapbert.default import DEFAULT_PIPELINE
-    from functools import partial
-
-    from spacy_sapbert.training.package.card import config_sentence
-
-    head_fallback_sentence = partial(config_sentence, "head_fallback")
-
-    assert head_fallback_sentence(None) == head_fallback_sentence([]) == ""
-    sentence = head_fallback_sentence(["DISEASE"])
-    assert "A DISEASE span of several words" in sentence and "`head_fallback`" in sentence
-    assert sentence in (Path(DEFAULT_PIPELINE) / "README.md").read_text(encoding="utf-8")

@@ -2,7 +2,6 @@
 are not candidates of the search; the concept the corpora use is found instead (the real MiniLM)."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -72,17 +71,3 @@ def test_the_default_links_hemorrhagic_stroke_to_stroke_and_can_be_told_not_to()
     pipe.configure(skip_newer_mesh=None)
     (newer,) = [e for e in nlp(text).ents if e.label_ == "DISEASE"]
     assert newer.kb_id_ == "D000083302"
-
-
-def test_the_model_card_says_so_from_the_pipelines_setting():
-    from spacy_sapbert.default import DEFAULT_PIPELINE
-    from functools import partial
-
-    from spacy_sapbert.training.package.card import config_sentence
-
-    skip_newer_mesh_sentence = partial(config_sentence, "skip_newer_mesh")
-
-    assert skip_newer_mesh_sentence(None) == skip_newer_mesh_sentence([]) == ""
-    sentence = skip_newer_mesh_sentence(["Disease"])
-    assert "skips the Disease concepts" in sentence and "`skip_newer_mesh`" in sentence
-    assert sentence in (Path(DEFAULT_PIPELINE) / "README.md").read_text(encoding="utf-8")

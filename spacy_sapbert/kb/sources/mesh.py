@@ -34,10 +34,10 @@ TERM_COLUMNS = ("DescriptorUI", "DescriptorName", "TermName", "IsPermutedTermYN"
 #: ReadStats.filled reason: a descriptor the tree table lacks, placed by ``extra_tree_numbers``
 TREE_NUMBERS_FROM_EXTRA = "tree_numbers_from_extra_table"
 _DESCRIPTOR_UI = re.compile(r"^D\d{6}(\d{3})?$")
-_SUPPLEMENTARY_UI = re.compile(r"^C\d{6}(\d{3})?$")
+SUPPLEMENTARY_UI = re.compile(r"^C\d{6}(\d{3})?$")
 
 
-def _under(tree: str, prefix: str) -> bool:
+def under_tree(tree: str, prefix: str) -> bool:
     """Is tree number ``tree`` in the branch ``prefix`` (a category letter such as ``C`` or a
     tree number such as ``F03``)?"""
     return tree == prefix or tree.startswith(prefix + ".") or (len(prefix) == 1 and tree.startswith(prefix))
@@ -47,7 +47,7 @@ def category_types(tree_numbers: Iterable[str], categories: Mapping[str, str]) -
     """Types of a descriptor from its tree numbers (``C04.557`` → ``Disease``), in category order."""
     found = set()
     for tree in tree_numbers:
-        matches = [p for p in categories if _under(tree, p)]
+        matches = [p for p in categories if under_tree(tree, p)]
         if matches:
             found.add(categories[max(matches, key=len)])
     return [t for t in OrderedDict.fromkeys(categories.values()) if t in found]
@@ -189,7 +189,7 @@ def _descriptor(record: ET.Element, path: PathLike, line: int, categories: Optio
 def _supplementary(record: ET.Element, path: PathLike, line: int, classes: Optional[Mapping[str, str]],
                    include_permuted: bool, stats: ReadStats) -> Optional[Concept]:
     ui = (record.findtext("SupplementalRecordUI") or "").strip()
-    if not _SUPPLEMENTARY_UI.match(ui):
+    if not SUPPLEMENTARY_UI.match(ui):
         raise InputError(f"SupplementalRecord without a valid SupplementalRecordUI ({ui!r})", path, line,
                          "SupplementalRecordUI")
     name = (record.findtext("SupplementalRecordName/String") or "").strip()

@@ -8,8 +8,9 @@ import spacy
 from spacy_sapbert.training.ner.dictionary import dictionary_patterns, write_patterns
 
 
-def _pubtator(path, docs):
-    """docs: [(pmid, text, [(mention, type), ...])]; each mention's first free occurrence is annotated."""
+def _pubtator(path, docs, ids=None):
+    """docs: [(pmid, text, [(mention, type), ...])]; each mention's first free occurrence is annotated, with the ID
+    ``ids`` gives its type (D000001 otherwise)."""
     lines = []
     for pmid, text, mentions in docs:
         lines += [f"{pmid}|t|{text}", f"{pmid}|a|"]
@@ -17,7 +18,7 @@ def _pubtator(path, docs):
         for mention, kind in mentions:
             start = text.index(mention, taken)
             taken = start + len(mention)
-            lines.append(f"{pmid}\t{start}\t{taken}\t{mention}\t{kind}\tD000001")
+            lines.append(f"{pmid}\t{start}\t{taken}\t{mention}\t{kind}\t{(ids or {}).get(kind, 'D000001')}")
         lines.append("")
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path

@@ -12,18 +12,8 @@ from .test_dictionary import _pubtator
 
 
 def _gene_corpus(path, docs):
-    """docs: [(pmid, text, [(mention, type), ...])], BioRED-style: genes carry NCBI Gene numbers as IDs."""
-    lines = []
-    for pmid, text, mentions in docs:
-        lines += [f"{pmid}|t|{text}", f"{pmid}|a|"]
-        taken = 0
-        for mention, kind in mentions:
-            start = text.index(mention, taken)
-            taken = start + len(mention)
-            lines.append(f"{pmid}\t{start}\t{taken}\t{mention}\t{kind}\t{'3630' if kind == 'GeneOrGeneProduct' else 'D1'}")
-        lines.append("")
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    """BioRED-style: genes carry NCBI Gene numbers as IDs, which the gene rule does not parse."""
+    return _pubtator(path, docs, ids={"GeneOrGeneProduct": "3630"})
 
 
 def test_gene_wordings_need_the_count_and_share_and_skip_held_out_documents(tmp_path):

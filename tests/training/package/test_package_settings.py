@@ -64,3 +64,24 @@ def test_bad_settings_are_refused_by_name_and_nothing_is_written(tmp_path, args,
                                                 *args])
     assert result.exit_code != 0 and message in result.output, result.output
     assert not out.exists()
+
+
+CARD_SENTENCES = [("head_fallback", ["DISEASE"], "A DISEASE span of several words"),
+                  ("skip_newer_mesh", ["Disease"], "skips the Disease concepts")]
+"""Each linker setting the card tells of from the config, the embedded default's value, a phrase of its sentence."""
+
+
+@pytest.mark.parametrize("setting, value, phrase", CARD_SENTENCES)
+def test_the_model_card_says_each_config_setting_from_the_pipelines_value(setting, value, phrase):
+    from spacy_sapbert.training.package.card import config_sentence
+
+    assert config_sentence(setting, None) == config_sentence(setting, []) == ""
+    sentence = config_sentence(setting, value)
+    assert phrase in sentence and f"`{setting}`" in sentence
+    assert sentence in (Path(DEFAULT_PIPELINE) / "README.md").read_text(encoding="utf-8")
+
+
+def test_every_setting_of_the_cards_table_is_checked():
+    from spacy_sapbert.training.package.card import CONFIG_SENTENCES
+
+    assert {setting for setting, _, _ in CARD_SENTENCES} == set(CONFIG_SENTENCES)
