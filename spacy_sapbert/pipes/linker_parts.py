@@ -115,10 +115,11 @@ def configured_annotated_names(settings: LinkerSettings, kb: KnowledgeBase,
     return AnnotatedNames.from_disk(source).for_kb(kb)
 
 
-def save_annotated_names(path: Path, annotated: Optional[AnnotatedNames]) -> None:
-    """Write the pipe's table, or remove one an earlier save left (loading would bring it back)."""
-    if annotated is not None:
-        annotated.to_disk(path)
+def save_table_file(path: Path, table: Optional[Union[AnnotatedNames, ExactNames]]) -> None:
+    """Write one of the pipe's table files (annotated names, exact names), or remove one an earlier save left
+    (loading would bring it back)."""
+    if table is not None:
+        table.to_disk(path)
     elif path.is_file():
         path.unlink()
 
@@ -128,14 +129,6 @@ def configured_exact_names(settings: LinkerSettings, path: Optional[PathLike] = 
     names; None without either. Only its first line is read now; its names, when a span first needs them."""
     source = path or settings.exact_names
     return None if source is None else ExactNames(source)
-
-
-def save_exact_names(path: Path, exact: Optional[ExactNames]) -> None:
-    """Write the pipe's table, or remove one an earlier save left (loading would bring it back)."""
-    if exact is not None:
-        exact.to_disk(path)
-    elif path.is_file():
-        path.unlink()
 
 
 def part_writers(linker: Any, reranking: Optional[ContextReranking], annotated: Optional[AnnotatedNames],
@@ -148,8 +141,8 @@ def part_writers(linker: Any, reranking: Optional[ContextReranking], annotated: 
         ENCODER_DIR: linker.encoder.save,
         INDEX_DIR: linker.index.save,
         RERANKER_DIR: lambda p: save_reranker(p, reranking),
-        ANNOTATED_NAMES_FILE: lambda p: save_annotated_names(p, annotated),
-        EXACT_NAMES_FILE: lambda p: save_exact_names(p, exact),
+        ANNOTATED_NAMES_FILE: lambda p: save_table_file(p, annotated),
+        EXACT_NAMES_FILE: lambda p: save_table_file(p, exact),
     }
 
 
@@ -222,6 +215,6 @@ def cfg_calibration(cfg: Dict[str, Any], path: PathLike) -> Optional[Calibration
 
 
 __all__ = ["ANNOTATED_NAMES_FILE", "EXACT_NAMES_FILE", "cfg_calibration", "configured_annotated_names",
-           "configured_exact_names", "save_annotated_names", "save_exact_names", "CFG_FILE", "ENCODER_DIR", "FORMAT_VERSION", "INDEX_DIR", "KB_FILE", "RERANKER_DIR",
+           "configured_exact_names", "save_table_file", "CFG_FILE", "ENCODER_DIR", "FORMAT_VERSION", "INDEX_DIR", "KB_FILE", "RERANKER_DIR",
            "configured_encoder", "configured_parts", "configured_reranking", "file_sha256", "part_writers", "read_parts", "read_cfg", "save_reranker", "saved_encoder",
            "saved_kb", "write_cfg"]

@@ -44,6 +44,8 @@ from .output import TOKENIZER_CONFIG, base_encoder_folder, is_ner_output, write_
 
 logger = logging.getLogger(__name__)
 PathLike = Union[str, Path]
+
+
 class NerTrainer(CheckpointedRun):
     """One run: DocBin train/dev + KB files + base encoder → NER pipeline folder, checkpoints in ``run_dir``."""
 

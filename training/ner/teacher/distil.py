@@ -46,7 +46,6 @@ from .soft_labels import SoftLabels
 logger = logging.getLogger("distil")
 MODEL_DIR = "model"
 LOG_FILE = "distil_log.json"
-"""The pipe whose encoder holds the word-piece table in the default pipeline (the table is frozen)."""
 
 
 class Corpus:
